@@ -1,0 +1,22 @@
+// The subcommands of `zplan`, one file each (cmd_<name>.cc). Each setup_* adds its subcommand to
+// the app and arranges for it to run when chosen; errors are thrown (InputError) and turned into
+// one line and an exit code by main.cc, which is the only place that catches.
+#ifndef ZPLAN_CLI_COMMANDS_H_
+#define ZPLAN_CLI_COMMANDS_H_
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace zplan::cli {
+
+// A subcommand's action; returns the process exit code.
+using Action = std::function<int()>;
+
+// Each adds its subcommand to `app` and returns the slot main() runs if it is chosen.
+void setup_memory_command(CLI::App& app, Action* action);
+void setup_models_command(CLI::App& app, Action* action);
+
+}  // namespace zplan::cli
+
+#endif  // ZPLAN_CLI_COMMANDS_H_

@@ -1,0 +1,169 @@
+#include "cli/common_options.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "models/catalog.h"
+#include "models/input_error.h"
+
+namespace zplan::cli {
+
+namespace {
+
+// Bucket sizes are given as element counts, often in scientific notation ("5e8").
+int64_t element_count(double value, const std::string& flag) {
+  if (!std::isfinite(value) || value < 0 || value > 9.2e18 || std::floor(value) != value) {
+    throw InputError(flag, "must be a whole number of elements >= 0, got " + std::to_string(value));
+  }
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
+  app.add_option("--model", o.model,
+                 "model: a preset name (zplan models), a Hugging Face config.json, or a zplan "
+                 "model file")
+      ->required();
+  app.add_option("--hw", o.hw, "hardware profile: a stock name (a100, h100, ...) or a JSON file")
+      ->required();
+  app.add_option("--gpus", o.gpus, "total number of GPUs (data-parallel ranks)")->required();
+  app.add_option("--nodes", o.nodes, "number of nodes the GPUs are spread over")
+      ->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "sequence length (default: the model's)");
+  app.add_option("--micro-batch", o.micro_batch, "train_micro_batch_size_per_gpu");
+  app.add_option("--gas", o.gradient_accumulation, "gradient_accumulation_steps");
+  app.add_option("--global-batch", o.global_batch, "train_batch_size (samples per optimizer step)");
+  app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->capture_default_str();
+  app.add_option("--checkpointing", o.checkpointing,
+                 "activation checkpointing: none or full (default: the ds_config's)");
+  app.add_flag("--no-flash-attention", o.no_flash_attention,
+               "attention stores its a*s*s score tensors (no fused attention kernel)");
+  if (!zero_flags) return;
+  app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
+  app.add_option("--stage", o.stage, "ZeRO stage 0-3 (instead of --ds-config)");
+  app.add_option("--offload-optimizer", o.offload_optimizer, "none, cpu or nvme");
+  app.add_option("--offload-param", o.offload_param, "none, cpu or nvme (stage 3)");
+  app.add_option("--reduce-bucket", o.reduce_bucket_size, "reduce_bucket_size (elements)");
+  app.add_option("--allgather-bucket", o.allgather_bucket_size, "allgather_bucket_size (elements)");
+  app.add_option("--prefetch-bucket", o.prefetch_bucket_size,
+                 "stage3_prefetch_bucket_size (elements)");
+  app.add_option("--max-live", o.max_live_parameters, "stage3_max_live_parameters (elements)");
+  app.add_option("--persistence-threshold", o.param_persistence_threshold,
+                 "stage3_param_persistence_threshold (elements)");
+  app.add_option("--sub-group-size", o.sub_group_size, "sub_group_size (elements)");
+  app.add_option("--overlap-comm", o.overlap_comm, "overlap_comm: true or false");
+  app.add_option("--nvme-path", o.nvme_path, "nvme_path written for NVMe offload")
+      ->capture_default_str();
+}
+
+bool any_zero_flag(const SetupOptions& o) {
+  return o.stage || !o.offload_optimizer.empty() || !o.offload_param.empty() ||
+         o.reduce_bucket_size || o.allgather_bucket_size || o.prefetch_bucket_size ||
+         o.max_live_parameters || o.param_persistence_threshold || o.sub_group_size ||
+         o.overlap_comm;
+}
+
+sim::Precision parse_precision(const std::string& text, const std::string& flag) {
+  if (text == "bf16") return sim::Precision::kBf16;
+  if (text == "fp16") return sim::Precision::kFp16;
+  if (text == "fp32") return sim::Precision::kFp32;
+  throw InputError(flag, "must be bf16, fp16 or fp32, got '" + text + "'");
+}
+
+sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
+  if (text.empty() || text == "none") return sim::OffloadDevice::kNone;
+  if (text == "cpu") return sim::OffloadDevice::kCpu;
+  if (text == "nvme") return sim::OffloadDevice::kNvme;
+  throw InputError(flag, "must be none, cpu or nvme, got '" + text + "'");
+}
+
+models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
+
+hardware::Cluster resolve_cluster(const SetupOptions& o) {
+  return hardware::make_cluster(hardware::load_profile(o.hw), o.gpus, o.nodes);
+}
+
+sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model) {
+  sim::Workload w;
+  if (o.seq_len < 0) throw InputError("--seq-len", "must be positive");
+  w.seq_len = o.seq_len > 0 ? o.seq_len : model.shape().default_seq_len;
+  w.flash_attention = !o.no_flash_attention;
+  return w;
+}
+
+namespace {
+
+// A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults for everything not given.
+sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context) {
+  nlohmann::json j = nlohmann::json::object();
+  sim::Precision p = parse_precision(o.precision, "--precision");
+  if (p == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
+  if (p == sim::Precision::kFp16) j["fp16"] = {{"enabled", true}};
+  nlohmann::json z = nlohmann::json::object();
+  int stage = o.stage.value_or(0);
+  z["stage"] = stage;
+  auto put = [&](const char* key, const std::optional<double>& v, const char* flag) {
+    if (v) z[key] = element_count(*v, flag);
+  };
+  put("reduce_bucket_size", o.reduce_bucket_size, "--reduce-bucket");
+  put("allgather_bucket_size", o.allgather_bucket_size, "--allgather-bucket");
+  put("stage3_prefetch_bucket_size", o.prefetch_bucket_size, "--prefetch-bucket");
+  put("stage3_max_live_parameters", o.max_live_parameters, "--max-live");
+  put("stage3_param_persistence_threshold", o.param_persistence_threshold,
+      "--persistence-threshold");
+  put("sub_group_size", o.sub_group_size, "--sub-group-size");
+  if (o.overlap_comm) z["overlap_comm"] = *o.overlap_comm;
+  sim::OffloadDevice opt = parse_offload(o.offload_optimizer, "--offload-optimizer");
+  sim::OffloadDevice par = parse_offload(o.offload_param, "--offload-param");
+  if (opt != sim::OffloadDevice::kNone) {
+    z["offload_optimizer"] = {{"device", sim::offload_device_name(opt)}};
+    if (opt == sim::OffloadDevice::kNvme) z["offload_optimizer"]["nvme_path"] = o.nvme_path;
+  }
+  if (par != sim::OffloadDevice::kNone) {
+    z["offload_param"] = {{"device", sim::offload_device_name(par)}};
+    if (par == sim::OffloadDevice::kNvme) z["offload_param"]["nvme_path"] = o.nvme_path;
+  }
+  j["zero_optimization"] = z;
+  if (o.checkpointing == "full") j["activation_checkpointing"] = nlohmann::json::object();
+  // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
+  sim::ParseContext c = context;
+  if (!c.micro_batch && !c.train_batch_size) c.micro_batch = 1;
+  // Errors in a config made from flags name the flags, not a file.
+  return sim::parse_ds_config(j, "command-line ZeRO flags", c);
+}
+
+}  // namespace
+
+Setup resolve_setup(const SetupOptions& o) {
+  if (!o.ds_config.empty() && any_zero_flag(o)) {
+    throw InputError("--ds-config", "give either a ds_config file or ZeRO flags (--stage, "
+                                    "--offload-*, bucket sizes), not both");
+  }
+  if (!o.checkpointing.empty() && o.checkpointing != "none" && o.checkpointing != "full") {
+    throw InputError("--checkpointing", "must be none or full, got '" + o.checkpointing + "'");
+  }
+  models::Model model = resolve_model(o);
+  hardware::Cluster cluster = resolve_cluster(o);
+  sim::Workload workload = resolve_workload(o, model);
+  sim::ParseContext context;
+  context.dp_world_size = cluster.gpus;
+  context.hidden_size = model.shape().hidden;
+  context.micro_batch = o.micro_batch;
+  context.gradient_accumulation_steps = o.gradient_accumulation;
+  context.train_batch_size = o.global_batch;
+  context.auto_precision = parse_precision(o.precision, "--precision");
+  sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context)
+                                             : sim::load_ds_config(o.ds_config, context);
+  if (o.checkpointing == "none") config.activation_checkpointing.enabled = false;
+  if (o.checkpointing == "full") config.activation_checkpointing.enabled = true;
+  return Setup{std::move(model), std::move(cluster), std::move(config), workload};
+}
+
+std::string format_gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace zplan::cli

@@ -1,0 +1,85 @@
+// The options every subcommand that looks at one training setup shares (--model, --gpus, --hw,
+// --ds-config or ZeRO flags, batch and sequence length), and their resolution into the library's
+// types. Values are checked here and reported as InputError naming the flag.
+#ifndef ZPLAN_CLI_COMMON_OPTIONS_H_
+#define ZPLAN_CLI_COMMON_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "hardware/profile.h"
+#include "models/model.h"
+#include "sim/zero_config.h"
+
+namespace zplan::cli {
+
+// Exit codes (README "Exit codes").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;   // bad file, value or configuration
+inline constexpr int kExitUsage = 2;      // bad flag or missing required flag
+inline constexpr int kExitNoFit = 3;      // plan: nothing fits; simulate: the config does not fit
+inline constexpr int kExitCheckFailed = 4;  // validate --max-error exceeded
+inline constexpr int kExitInternal = 70;  // a bug: please report
+
+struct SetupOptions {
+  std::string model;
+  std::string hw;
+  int gpus = 0;
+  int nodes = 1;
+  int64_t seq_len = 0;  // 0: the model's default
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> gradient_accumulation;
+  std::optional<int64_t> global_batch;
+  std::string precision = "bf16";
+  std::string checkpointing;  // "", "none", "full"
+  bool no_flash_attention = false;
+  std::string ds_config;
+  // ZeRO flags, an alternative to --ds-config.
+  std::optional<int> stage;
+  std::string offload_optimizer;  // none | cpu | nvme
+  std::string offload_param;
+  std::optional<double> reduce_bucket_size;
+  std::optional<double> allgather_bucket_size;
+  std::optional<double> prefetch_bucket_size;
+  std::optional<double> max_live_parameters;
+  std::optional<double> param_persistence_threshold;
+  std::optional<double> sub_group_size;
+  std::optional<bool> overlap_comm;
+  std::string nvme_path = "/local_nvme";
+};
+
+// Adds --model --hw --gpus --nodes --seq-len --micro-batch --gas --global-batch --precision
+// --checkpointing --no-flash-attention. With `zero_flags`, also --ds-config and the ZeRO flags.
+void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
+
+// True iff any ZeRO flag (--stage, --offload-*, bucket sizes, ...) was given.
+bool any_zero_flag(const SetupOptions& options);
+
+struct Setup {
+  models::Model model;
+  hardware::Cluster cluster;
+  sim::DsConfig config;
+  sim::Workload workload;
+};
+
+// Loads model and profile, builds the cluster and the ds_config (from --ds-config, or from the
+// ZeRO flags with DeepSpeed's defaults for the rest). Throws InputError on any bad value, and on
+// --ds-config given together with ZeRO flags.
+Setup resolve_setup(const SetupOptions& options);
+
+// The parts of resolve_setup, for commands that build many configs (the planner).
+models::Model resolve_model(const SetupOptions& options);
+hardware::Cluster resolve_cluster(const SetupOptions& options);
+sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
+sim::Precision parse_precision(const std::string& text, const std::string& flag);
+sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag);
+
+// "12.3 GiB" with one decimal (binary units, as nvidia-smi and PyTorch report memory).
+std::string format_gib(double bytes);
+
+}  // namespace zplan::cli
+
+#endif  // ZPLAN_CLI_COMMON_OPTIONS_H_

@@ -1,0 +1,75 @@
+// zplan's entry point: parses the command line with CLI11, runs the chosen subcommand, and is the
+// only place that catches errors. Every failure leaves as one line on stderr and an exit code
+// (cli/common_options.h); nothing a user wrote is touched on the way out.
+#include <cstdio>
+#include <iostream>
+#include <new>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "calibrate/config.h"
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "models/input_error.h"
+
+namespace {
+
+// CLI11 messages can span lines ("...\nRun with --help for more information."): keep the first.
+std::string first_line(const std::string& text) {
+  size_t nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace zplan::cli;
+  CLI::App app{"zplan: plan DeepSpeed ZeRO training before you run it.", "zplan"};
+  app.set_version_flag("--version", std::string("zplan ") + ZPLAN_VERSION);
+  app.require_subcommand(0, 1);
+  app.footer("Run `zplan <command> --help` for a command's options. Exit codes: 0 ok, 1 bad "
+             "input, 2 bad usage, 3 does not fit, 4 check failed.");
+
+  Action action;
+  setup_memory_command(app, &action);
+  setup_models_command(app, &action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "zplan: " << first_line(e.what()) << " (see zplan --help)\n";
+    return kExitUsage;
+  } catch (const zplan::InputError& e) {
+    std::cerr << "zplan: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  if (!action) {
+    std::cerr << "zplan: no command given (see zplan --help)\n";
+    return kExitUsage;
+  }
+  try {
+    int rc = action();
+    std::cout.flush();
+    if (!std::cout) {
+      std::cerr << "zplan: could not write to standard output\n";
+      return kExitBadInput;
+    }
+    return rc;
+  } catch (const zplan::InputError& e) {
+    std::cerr << "zplan: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "zplan: out of memory\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "zplan: internal error: " << first_line(e.what()) << "\n";
+    return kExitInternal;
+  }
+}

@@ -1,0 +1,61 @@
+// Cost functions of the hardware: how long a GEMM, a memory-bound kernel, a collective or a copy
+// takes on a profile, in seconds. The simulator calls these once per task while building a step;
+// they must be cheap (no allocation) and pure. docs/cost_model.md derives every formula.
+#ifndef ZPLAN_HARDWARE_COST_MODEL_H_
+#define ZPLAN_HARDWARE_COST_MODEL_H_
+
+#include "hardware/profile.h"
+
+namespace zplan::hardware {
+
+// Fraction of peak reached by one GEMM of `flops` FLOPs (the profile's efficiency curve).
+double gemm_efficiency(const GpuSpec& gpu, double flops);
+
+// Roofline time of C[m x n] = A[m x k] B[k x n] in 16-bit (or fp32 on a kCpu device):
+// max(2mnk / (peak * efficiency), bytes moved / (hbm_bw * hbm_efficiency)) + kernel_launch.
+double gemm_time_s(const GpuSpec& gpu, double m, double n, double k, int dtype_bytes);
+
+// A kernel limited by memory bandwidth that reads and writes `bytes` in total.
+double memory_bound_time_s(const GpuSpec& gpu, double bytes);
+
+// Which shared link a transfer loads; the simulator splits each link's bandwidth between the
+// transfers that use it at the same time.
+enum class Link { kIntraNode, kNetwork, kPcie, kNvme, kNone };
+
+// The time of one collective, split so that the simulator can share link bandwidth:
+// total = latency_s + transfer_s, where transfer_s is the time at the full link rate.
+struct CollectiveCost {
+  double latency_s = 0;
+  double transfer_s = 0;
+  Link link = Link::kIntraNode;
+  const char* algorithm = "";  // "ring", "tree", "nvls", "table"
+  const char* protocol = "";   // "LL", "LL128", "Simple", ""
+  double total_s() const { return latency_s + transfer_s; }
+};
+
+// The cost of collective `op` of `bytes` (nccl-tests' S: the total buffer for all_gather and
+// reduce_scatter, the per-rank buffer for all_reduce) among all cluster.gpus ranks. With a
+// measured table for that group in the profile, the table (interpolated; beyond its end, the
+// last regime's fit) wins; otherwise NCCL's own model: every (ring|tree) x (LL|LL128|Simple)
+// candidate's latency and bus bandwidth from NVIDIA/nccl src/graph/tuning.cc, hierarchical across
+// nodes, and the fastest one chosen as NCCL does (reference/nccl_hardware.md §1, §5).
+// A group of one rank costs nothing.
+CollectiveCost collective_cost(const Cluster& cluster, Collective op, double bytes);
+
+// Host <-> device copy of `bytes` from one GPU alone (pinned or pageable host memory).
+double h2d_time_s(const NodeSpec& node, double bytes, bool pinned);
+double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);
+
+// NVMe read / write of `bytes` by one of the node's `ranks_per_node` ranks, each getting an equal
+// share of the node's drives.
+double nvme_read_time_s(const NodeSpec& node, double bytes, int ranks_per_node);
+double nvme_write_time_s(const NodeSpec& node, double bytes, int ranks_per_node);
+
+// DeepSpeedCPUAdam-like step over `params` fp32 parameters by one rank that owns `threads` cores:
+// limited by the per-core rate and by the rank's share of host DRAM bandwidth at ~28 bytes per
+// parameter (reference/nccl_hardware.md §6).
+double cpu_adam_time_s(const NodeSpec& node, double params, int threads, int ranks_per_node);
+
+}  // namespace zplan::hardware
+
+#endif  // ZPLAN_HARDWARE_COST_MODEL_H_

@@ -1,0 +1,98 @@
+#include "models/atomic_file.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "models/input_error.h"
+
+namespace zplan {
+
+namespace {
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// The directory part of `path` ("." when there is none) and the file name.
+void split_path(const std::string& path, std::string* dir, std::string* base) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    *dir = ".";
+    *base = path;
+  } else {
+    *dir = slash == 0 ? "/" : path.substr(0, slash);
+    *base = path.substr(slash + 1);
+  }
+}
+
+}  // namespace
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+void write_file_atomically(const std::string& path, std::string_view content, bool overwrite) {
+  if (path.empty()) throw InputError("", "empty output file name");
+  if (!overwrite && path_exists(path)) {
+    throw InputError(path, "exists; pass --force to replace it");
+  }
+  std::string dir, base;
+  split_path(path, &dir, &base);
+  if (base.empty()) throw InputError(path, "is a directory name, expected a file name");
+  // Hidden, unique, in the same directory (so the final rename cannot cross file systems).
+  std::string tmpl = dir + "/." + base + ".tmp-XXXXXX";
+  int fd = mkstemp(tmpl.data());
+  if (fd < 0) throw InputError(path, "cannot create a file here: " + errno_text(errno));
+  const std::string tmp = tmpl;
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    throw InputError(path, what + ": " + errno_text(err));
+  };
+  // mkstemp creates mode 0600; give the file the usual mode for user output.
+  mode_t mask = umask(0);
+  umask(mask);
+  if (fchmod(fd, 0666 & ~mask) != 0) fail("cannot set permissions");
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write failed");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) fail("fsync failed");
+  if (close(fd) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    throw InputError(path, "close failed: " + errno_text(err));
+  }
+  if (overwrite) {
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      unlink(tmp.c_str());
+      throw InputError(path, "cannot move into place: " + errno_text(err));
+    }
+  } else {
+    // link() fails with EEXIST instead of replacing, closing the race with the check above.
+    if (link(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      unlink(tmp.c_str());
+      if (err == EEXIST) throw InputError(path, "exists; pass --force to replace it");
+      throw InputError(path, "cannot move into place: " + errno_text(err));
+    }
+    unlink(tmp.c_str());
+  }
+}
+
+}  // namespace zplan

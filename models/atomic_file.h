@@ -1,0 +1,26 @@
+// Writing output files so that nobody ever sees half of one.
+//
+// zplan writes ds_config.json files, traces, reports and calibrated profiles. A reader (or a
+// user's next command) must see either no file / the previous file, or the whole new one -- also
+// when zplan is killed halfway. The content is written to a hidden temporary file in the same
+// directory, flushed to disk, and then moved into place with one rename (or, when replacing is
+// not allowed, one link, so an existing file is never clobbered even by a race).
+#ifndef ZPLAN_MODELS_ATOMIC_FILE_H_
+#define ZPLAN_MODELS_ATOMIC_FILE_H_
+
+#include <string>
+#include <string_view>
+
+namespace zplan {
+
+// Writes `content` to `path` atomically. When `overwrite` is false and `path` exists, throws
+// InputError("<path>: exists; pass --force to replace it") and leaves it untouched. Throws
+// InputError naming the path on any I/O failure; the temporary file is removed in every case.
+void write_file_atomically(const std::string& path, std::string_view content, bool overwrite);
+
+// True iff something exists at `path` (file, directory or link).
+bool path_exists(const std::string& path);
+
+}  // namespace zplan
+
+#endif  // ZPLAN_MODELS_ATOMIC_FILE_H_

@@ -1,0 +1,32 @@
+// Where models come from: built-in presets, Hugging Face config.json files, and zplan's own
+// model JSON files.
+#ifndef ZPLAN_MODELS_CATALOG_H_
+#define ZPLAN_MODELS_CATALOG_H_
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model.h"
+
+namespace zplan::models {
+
+// Names of the built-in presets, in the order `zplan models` lists them.
+std::vector<std::string> preset_names();
+
+// Resolves a --model value: a preset name (case-insensitive), or a path to a JSON file that is
+// either a Hugging Face config.json (has "model_type") or a zplan model file (has "family").
+// Throws InputError: an unknown name lists the presets; a bad file names the file and pointer.
+Model load_model(const std::string& spec);
+
+// A Hugging Face config.json of model_type llama, mistral, qwen2, gpt_neox, gpt2 or opt.
+// `file` names the source in error messages.
+Model model_from_hf_config(const nlohmann::json& config, const std::string& file);
+
+// zplan's model file: the fields of ModelShape by name (docs/formats.md).
+Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file);
+
+}  // namespace zplan::models
+
+#endif  // ZPLAN_MODELS_CATALOG_H_

@@ -1,0 +1,15 @@
+#include "models/input_error.h"
+
+namespace zplan {
+
+InputError::InputError(const std::string& where, const std::string& problem)
+    : std::runtime_error(where.empty() ? problem : where + ": " + problem),
+      where_(where),
+      problem_(problem) {}
+
+std::string json_location(const std::string& file, const std::string& pointer) {
+  if (pointer.empty()) return file;
+  return file + ": " + pointer;
+}
+
+}  // namespace zplan

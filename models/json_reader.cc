@@ -1,0 +1,267 @@
+#include "models/json_reader.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include <sys/stat.h>
+
+#include "models/input_error.h"
+
+namespace zplan {
+
+namespace {
+
+// Input files are small (the largest is a calibrated profile with tables); anything bigger is
+// almost certainly the wrong file, and reading it whole would be a way to exhaust memory.
+constexpr int64_t kMaxJsonFileBytes = 64LL << 20;
+
+bool is_integral_double(double v) {
+  return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9.2e18;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& name) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // Turn nlohmann's byte offset into a line and column a person can go to.
+    size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    if (offset > text.size()) offset = text.size();
+    int line = 1, column = 1;
+    for (size_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 1, column 2:
+    // syntax error while parsing value - invalid literal; last read: 'x'". Keep the last part.
+    const std::string marker = "syntax error while parsing";
+    size_t at = what.find(marker);
+    std::string detail = at == std::string::npos ? what : what.substr(at);
+    throw InputError(name, "line " + std::to_string(line) + ", column " +
+                               std::to_string(column) + ": invalid JSON: " + detail);
+  }
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    throw InputError(path, "cannot open: " + std::generic_category().message(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw InputError(path, "is a directory, expected a JSON file");
+  if (st.st_size > kMaxJsonFileBytes) {
+    throw InputError(path, "file is larger than 64 MiB; is it really a zplan input?");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "cannot open: " + std::generic_category().message(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw InputError(path, "read error");
+  return parse_json_text(buf.str(), path);
+}
+
+std::string json_pointer_escape(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string describe_json_value(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::string: {
+      std::string s = value.get<std::string>();
+      if (s.size() > 40) s = s.substr(0, 37) + "...";
+      return nlohmann::json(s).dump();
+    }
+    default:
+      return value.dump();
+  }
+}
+
+JsonReader::JsonReader(const nlohmann::json& value, std::string file, std::string pointer)
+    : value_(&value), file_(std::move(file)), pointer_(std::move(pointer)) {}
+
+std::string JsonReader::location() const { return json_location(file_, pointer_); }
+
+std::string JsonReader::location(std::string_view key) const {
+  return json_location(file_, pointer_ + "/" + json_pointer_escape(key));
+}
+
+bool JsonReader::has(std::string_view key) const {
+  auto it = value_->find(key);
+  return it != value_->end() && !it->is_null();
+}
+
+bool JsonReader::is_auto(std::string_view key) const {
+  auto it = value_->find(key);
+  return it != value_->end() && it->is_string() && it->get_ref<const std::string&>() == "auto";
+}
+
+const nlohmann::json& JsonReader::member(std::string_view key) const {
+  return *value_->find(key);
+}
+
+void JsonReader::fail(std::string_view key, const std::string& problem) const {
+  throw InputError(location(key), problem);
+}
+
+void JsonReader::fail(const std::string& problem) const { throw InputError(location(), problem); }
+
+JsonReader JsonReader::child(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected an object)");
+  const auto& v = member(key);
+  if (!v.is_object()) fail(key, "must be an object, got " + describe_json_value(v));
+  return JsonReader(v, file_, pointer_ + "/" + json_pointer_escape(key));
+}
+
+std::optional<JsonReader> JsonReader::optional_child(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return child(key);
+}
+
+JsonReader JsonReader::require_array(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected an array)");
+  const auto& v = member(key);
+  if (!v.is_array()) fail(key, "must be an array, got " + describe_json_value(v));
+  return JsonReader(v, file_, pointer_ + "/" + json_pointer_escape(key));
+}
+
+size_t JsonReader::size() const { return value_->size(); }
+
+JsonReader JsonReader::at(size_t index) const {
+  return JsonReader((*value_)[index], file_, pointer_ + "/" + std::to_string(index));
+}
+
+double JsonReader::as_number() const {
+  if (!value_->is_number()) fail("must be a number, got " + describe_json_value(*value_));
+  double v = value_->get<double>();
+  if (!std::isfinite(v)) fail("must be a finite number");
+  return v;
+}
+
+int64_t JsonReader::as_integer() const {
+  if (value_->is_number_integer()) {
+    if (value_->is_number_unsigned() && value_->get<uint64_t>() > uint64_t{INT64_MAX}) {
+      fail("integer is too large");
+    }
+    return value_->get<int64_t>();
+  }
+  if (value_->is_number_float() && is_integral_double(value_->get<double>())) {
+    return static_cast<int64_t>(value_->get<double>());
+  }
+  fail("must be an integer, got " + describe_json_value(*value_));
+}
+
+std::string JsonReader::as_string() const {
+  if (!value_->is_string()) fail("must be a string, got " + describe_json_value(*value_));
+  return value_->get<std::string>();
+}
+
+double JsonReader::number(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected a number)");
+  return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_number();
+}
+
+double JsonReader::positive_number(std::string_view key) const {
+  double v = number(key);
+  if (!(v > 0)) fail(key, "must be a positive number, got " + describe_json_value(member(key)));
+  return v;
+}
+
+double JsonReader::non_negative_number(std::string_view key) const {
+  double v = number(key);
+  if (v < 0) fail(key, "must not be negative, got " + describe_json_value(member(key)));
+  return v;
+}
+
+int64_t JsonReader::integer(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected an integer)");
+  return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_integer();
+}
+
+int64_t JsonReader::positive_integer(std::string_view key) const {
+  int64_t v = integer(key);
+  if (v <= 0) fail(key, "must be a positive integer, got " + std::to_string(v));
+  return v;
+}
+
+int64_t JsonReader::non_negative_integer(std::string_view key) const {
+  int64_t v = integer(key);
+  if (v < 0) fail(key, "must not be negative, got " + std::to_string(v));
+  return v;
+}
+
+bool JsonReader::boolean(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected true or false)");
+  const auto& v = member(key);
+  if (!v.is_boolean()) fail(key, "must be true or false, got " + describe_json_value(v));
+  return v.get<bool>();
+}
+
+std::string JsonReader::string(std::string_view key) const {
+  if (!has(key)) fail(key, "missing (expected a string)");
+  return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_string();
+}
+
+std::optional<double> JsonReader::optional_number(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return number(key);
+}
+
+std::optional<double> JsonReader::optional_positive_number(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return positive_number(key);
+}
+
+std::optional<int64_t> JsonReader::optional_integer(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return integer(key);
+}
+
+std::optional<bool> JsonReader::optional_boolean(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return boolean(key);
+}
+
+std::optional<std::string> JsonReader::optional_string(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return string(key);
+}
+
+void JsonReader::reject_unknown_keys(std::initializer_list<std::string_view> allowed) const {
+  if (!value_->is_object()) fail("must be an object, got " + describe_json_value(*value_));
+  for (const auto& [key, value] : value_->items()) {
+    bool known = false;
+    for (std::string_view a : allowed) {
+      if (a == key) {
+        known = true;
+        break;
+      }
+    }
+    if (!known) fail(key, "unknown key");
+  }
+}
+
+}  // namespace zplan

@@ -1,0 +1,156 @@
+// Model: what zplan needs to know about a network to simulate training it.
+//
+// A model is an ordered list of layers (embedding, N transformer blocks, final norm, LM head --
+// or, for the executor's MLP stacks, N linear layers). Each layer lists
+//  * its modules: the PyTorch modules that directly own parameters, in the order forward uses
+//    them. ZeRO-3 gathers and releases parameters one module at a time (DeepSpeed's
+//    fetch_sub_module, reference/deepspeed_internals.md §2.2 item 8), and DeepSpeed's
+//    estimator's "largest layer" is the largest module (§3.2);
+//  * its forward compute operations (GEMMs, attention products, memory-bound work), from which
+//    the simulator derives time with the hardware's roofline;
+//  * its activation memory for a given sequence length and micro-batch.
+// Units: element counts for parameters, FLOPs, bytes. Backward costs 2x forward FLOPs; a
+// recomputed layer adds one more forward.
+#ifndef ZPLAN_MODELS_MODEL_H_
+#define ZPLAN_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zplan::models {
+
+enum class Family {
+  kGpt,    // GPT-2 / GPT-3 shapes: learned positions, biases, LayerNorm, GeLU 4h MLP, tied
+  kOpt,    // OPT: like GPT with ReLU, 2 extra positions, optional embedding projections
+  kNeox,   // GPT-NeoX: rotary, untied embeddings, biases, LayerNorm, parallel residual
+  kLlama,  // Llama / Mistral / Qwen2: RMSNorm, SwiGLU, GQA, rotary, no biases (Qwen2: qkv bias)
+  kMlp,    // a stack of Linear(h, h) + ReLU layers with an MSE loss (the executor's real numerics)
+};
+
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Activation { kGelu, kRelu, kSwiglu };
+
+// The shape of a model, as a preset or a Hugging Face config.json gives it.
+struct ModelShape {
+  std::string name;
+  Family family = Family::kGpt;
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;       // == heads without grouped-query attention
+  int64_t head_dim = 0;       // hidden / heads unless the config says otherwise
+  int64_t ffn = 0;            // MLP inner size
+  int64_t vocab = 0;          // 0 for kMlp
+  int64_t max_positions = 0;  // learned position embeddings; 0 with rotary positions
+  bool tied_embeddings = false;
+  bool linear_bias = false;  // biases on every attention and MLP linear
+  bool qkv_bias = false;     // biases on q, k, v only (Qwen2)
+  bool dropout = false;      // dropout masks are stored (Korthikanti's 1-byte masks)
+  bool parallel_residual = false;
+  Norm norm = Norm::kLayerNorm;
+  Activation activation = Activation::kGelu;
+  int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
+  int64_t default_seq_len = 2048;
+};
+
+struct Param {
+  std::string name;
+  int64_t numel = 0;
+};
+
+// A module that directly owns parameters (a Linear, an Embedding, a norm).
+struct Module {
+  std::string name;
+  std::vector<Param> params;
+  // Non-empty when these parameters are the same tensors as another module's (a tied LM head
+  // uses the embedding matrix): they are gathered again where used, but stored and counted once.
+  std::string tied_to;
+
+  int64_t numel() const;
+};
+
+enum class OpKind {
+  kGemm,         // [T x k] x [k x n], T = tokens: 2*T*n*k FLOPs
+  kAttention,    // QK^T and AV over the sequence: 4*T*s*heads*head_dim FLOPs (causal mask not
+                 // discounted, as Megatron-LM counts model FLOPs)
+  kMemoryBound,  // norms, activations, softmax, embedding lookup: HBM traffic only
+};
+
+// One forward compute operation of a layer.
+struct ComputeOp {
+  std::string name;
+  OpKind kind = OpKind::kGemm;
+  int64_t n = 0, k = 0;             // kGemm
+  int64_t heads = 0, head_dim = 0;  // kAttention
+  double bytes_per_token = 0;       // kMemoryBound: bytes read + written per token
+  int module = -1;                  // index in Layer::modules of the parameters it reads
+};
+
+enum class LayerKind { kEmbedding, kBlock, kFinalNorm, kLmHead, kLinear };
+
+struct Layer {
+  std::string name;
+  LayerKind kind = LayerKind::kBlock;
+  std::vector<Module> modules;  // forward order
+  std::vector<ComputeOp> ops;   // forward order
+  bool checkpointed_unit = false;  // activation checkpointing wraps this layer (blocks, linears)
+
+  int64_t numel() const;  // parameters owned here (tied modules excluded)
+};
+
+// How activations are kept.
+struct ActivationOptions {
+  bool flash_attention = true;  // fused attention: no a*s*s score tensors are stored
+  int dtype_bytes = 2;          // 2 for fp16/bf16 training, 4 for fp32
+};
+
+// Activation bytes of one layer for one micro-batch (b sequences of s tokens).
+struct LayerActivations {
+  double stored_bytes = 0;      // kept from this layer's forward until its backward
+  double checkpoint_bytes = 0;  // kept instead under full checkpointing (the layer input);
+                                // equals stored_bytes for layers that are not checkpointed
+  double workspace_bytes = 0;   // transient extra while its forward or backward runs (gradient
+                                // tensors of its activations, fp32 logits for the loss, ...)
+};
+
+class Model {
+ public:
+  Model(ModelShape shape, std::vector<Layer> layers);
+
+  const ModelShape& shape() const { return shape_; }
+  const std::string& name() const { return shape_.name; }
+  const std::vector<Layer>& layers() const { return layers_; }
+
+  // Total trainable parameters, tied tensors counted once (DeepSpeed's total_params).
+  int64_t num_params() const { return num_params_; }
+  // Largest number of parameters owned directly by one module (DeepSpeed's largest_layer_params).
+  int64_t largest_module_params() const { return largest_module_params_; }
+  // Largest single parameter tensor (ZeRO-Offload's temp gradient buffers are sized by it).
+  int64_t largest_param_numel() const { return largest_param_numel_; }
+  // Number of parameter tensors (tied ones once).
+  int64_t num_param_tensors() const { return num_param_tensors_; }
+
+  // Forward FLOPs of one layer, and of the whole model, for `batch` sequences of `seq` tokens.
+  double layer_forward_flops(size_t layer, int64_t seq, int64_t batch) const;
+  double forward_flops(int64_t seq, int64_t batch) const;
+
+  LayerActivations layer_activations(size_t layer, int64_t seq, int64_t batch,
+                                     const ActivationOptions& options) const;
+
+ private:
+  ModelShape shape_;
+  std::vector<Layer> layers_;
+  int64_t num_params_ = 0;
+  int64_t largest_module_params_ = 0;
+  int64_t largest_param_numel_ = 0;
+  int64_t num_param_tensors_ = 0;
+};
+
+// Builds the layers of a model from its shape. Throws InputError (naming `where`) when the shape
+// is inconsistent (heads not dividing hidden, kv_heads not dividing heads, zero sizes).
+Model build_model(const ModelShape& shape, const std::string& where);
+
+}  // namespace zplan::models
+
+#endif  // ZPLAN_MODELS_MODEL_H_

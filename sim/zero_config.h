@@ -1,0 +1,147 @@
+// DsConfig: a DeepSpeed ds_config.json as DeepSpeed 0.19 reads it, and zplan's run options.
+//
+// Defaults, "auto" handling, batch-size relations and what is rejected follow DeepSpeed's own
+// source (reference/deepspeed_internals.md §1): zero_optimization and its offload blocks are
+// pydantic models with extra="forbid" (an unknown key is an error), "auto" means "the default"
+// to DeepSpeed and "filled in by the Hugging Face Trainer" to users, so zplan fills it the way the
+// Trainer does. Sizes are in elements, as DeepSpeed counts them.
+#ifndef ZPLAN_SIM_ZERO_CONFIG_H_
+#define ZPLAN_SIM_ZERO_CONFIG_H_
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace zplan::sim {
+
+enum class Precision { kFp16, kBf16, kFp32 };
+enum class OffloadDevice { kNone, kCpu, kNvme };
+
+const char* precision_name(Precision p);          // "fp16", "bf16", "fp32"
+const char* offload_device_name(OffloadDevice d);  // "none", "cpu", "nvme"
+int precision_bytes(Precision p);                  // 2, 2, 4
+
+// zero_optimization.offload_param (DeepSpeedZeroOffloadParamConfig; stage 3 only).
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100'000'000;  // elements per buffer
+  int64_t max_in_cpu = 1'000'000'000;  // elements kept in pinned host memory with device=nvme
+  bool pin_memory = true;              // default True since DeepSpeed 0.19.5
+};
+
+// zero_optimization.offload_optimizer (DeepSpeedZeroOffloadOptimizerConfig).
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  int64_t buffer_count = 4;
+  bool pin_memory = true;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;  // fraction of sub-groups updated on the CPU (< 1 needs stage 3)
+};
+
+// Top-level "aio" block (swap_tensor/aio_config.py; `thread_count` is ignored since 0.17).
+struct AioConfig {
+  int64_t block_size = 1'048'576;
+  int64_t queue_depth = 8;
+  int64_t intra_op_parallelism = 1;
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool use_gds = false;
+};
+
+// Top-level "activation_checkpointing" block. DeepSpeed only configures checkpointing here; the
+// model must call it. zplan treats the block's presence as "the model checkpoints every layer"
+// (`enabled`), which the --checkpointing flag can override.
+struct ActivationCheckpointingConfig {
+  bool enabled = false;
+  bool partition_activations = false;
+  bool cpu_checkpointing = false;
+  bool contiguous_memory_optimization = false;
+  std::optional<int64_t> number_checkpoints;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+};
+
+struct ZeroConfig {
+  int stage = 0;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500'000'000;
+  bool use_multi_rank_bucket_allreduce = true;
+  int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;  // resolved: DeepSpeed's default is true iff stage == 3
+  bool round_robin_gradients = false;
+  OffloadParamConfig offload_param;
+  OffloadOptimizerConfig offload_optimizer;
+  int64_t sub_group_size = 1'000'000'000;
+  int64_t prefetch_bucket_size = 50'000'000;        // stage3_prefetch_bucket_size
+  int64_t param_persistence_threshold = 100'000;    // stage3_param_persistence_threshold
+  int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
+  int64_t max_live_parameters = 1'000'000'000;      // stage3_max_live_parameters
+  int64_t max_reuse_distance = 1'000'000'000;       // stage3_max_reuse_distance
+  // Accepted keys zplan does not model (load_from_fp32_weights, elastic_checkpoint, ...), kept
+  // so that a config read and written back loses nothing.
+  nlohmann::json other = nlohmann::json::object();
+};
+
+struct DsConfig {
+  ZeroConfig zero;
+  // Resolved batch keys: train_batch_size == micro_batch * gradient_accumulation * dp_world.
+  int64_t train_batch_size = 0;
+  int64_t micro_batch = 0;  // train_micro_batch_size_per_gpu
+  int64_t gradient_accumulation_steps = 1;
+  Precision precision = Precision::kFp32;
+  Precision grad_accum_dtype = Precision::kFp32;  // data_types.grad_accum_dtype, default = model
+  ActivationCheckpointingConfig activation_checkpointing;
+  AioConfig aio;
+  double gradient_clipping = 1.0;
+  // Blocks and keys zplan passes through untouched when writing (optimizer, scheduler, fp16 loss
+  // scaling settings, steps_per_print, ...).
+  nlohmann::json other = nlohmann::json::object();
+};
+
+// What a ds_config's "auto" values and missing batch keys resolve against.
+struct ParseContext {
+  int dp_world_size = 1;
+  int64_t hidden_size = 0;  // for Hugging Face's "auto" bucket sizes (hidden^2 etc.)
+  // From the command line; they fill "auto" batch keys (else the Trainer's defaults: micro-batch
+  // 8, accumulation 1) and must agree with numbers the file gives.
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> gradient_accumulation_steps;
+  std::optional<int64_t> train_batch_size;
+  Precision auto_precision = Precision::kBf16;  // what "enabled": "auto" in bf16/fp16 becomes
+};
+
+// What is trained, beyond the model and the ds_config: the sequence length and the attention
+// kernel. (Activation checkpointing is in DsConfig::activation_checkpointing.)
+struct Workload {
+  int64_t seq_len = 2048;
+  bool flash_attention = true;
+};
+
+// Reads a ds_config JSON document. Throws InputError naming `file` and the JSON pointer for:
+// an unknown key inside zero_optimization / offload_param / offload_optimizer / fp16 / bf16, a
+// wrong type, a stage outside 0-3, a negative or zero size, inconsistent batch keys, no batch
+// key at all, offload_param without stage 3, NVMe optimizer offload or ratio < 1 without
+// stage 3, fp16 and bf16 both enabled.
+DsConfig parse_ds_config(const nlohmann::json& json, const std::string& file,
+                         const ParseContext& context);
+DsConfig load_ds_config(const std::string& path, const ParseContext& context);
+
+// Checks the invariants parse_ds_config enforces on a config built in code (the planner's); throws
+// InputError with `where` as the location.
+void validate_ds_config(const DsConfig& config, int dp_world_size, const std::string& where);
+
+// A ds_config.json DeepSpeed 0.19 accepts: consistent batch keys, only keys it knows.
+nlohmann::json ds_config_to_json(const DsConfig& config);
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_ZERO_CONFIG_H_
