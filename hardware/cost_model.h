@@ -15,6 +15,14 @@ double gemm_efficiency(const GpuSpec& gpu, double flops);
 // max(2mnk / (peak * efficiency), bytes moved / (hbm_bw * hbm_efficiency)) + kernel_launch.
 double gemm_time_s(const GpuSpec& gpu, double m, double n, double k, int dtype_bytes);
 
+// The peak FLOP/s GEMMs of `dtype_bytes`-byte elements run against: the fp32 rate for 4-byte
+// types (PyTorch leaves TF32 off for matmul) and always on a cpu device, else the 16-bit rate.
+double peak_flops_per_s(const GpuSpec& gpu, int dtype_bytes);
+
+// A fused (flash) attention kernel of `flops` FLOPs: flops / (peak * attention_efficiency) +
+// launch (FlashAttention-2 reaches 50-73% of an A100's peak, not a GEMM's ~87%).
+double attention_time_s(const GpuSpec& gpu, double flops, int dtype_bytes);
+
 // A kernel limited by memory bandwidth that reads and writes `bytes` in total.
 double memory_bound_time_s(const GpuSpec& gpu, double bytes);
 

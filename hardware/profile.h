@@ -23,6 +23,10 @@ enum class Arch { kVolta, kAmpere, kHopper, kBlackwell, kCpu };
 // How the devices of one node talk to each other.
 enum class IntraLink { kNvlink, kPcie, kSharedMemory };
 
+// The host CPU's vendor: NCCL's multi-node LL bandwidth cap and its network overhead depend on it
+// (reference/nccl_hardware.md §1.2). kOther behaves as NCCL treats non-AMD hosts.
+enum class CpuVendor { kIntel, kAmd, kOther };
+
 // Fraction of peak FLOP/s that one GEMM of `flops` floating-point operations reaches.
 struct GemmEfficiencyPoint {
   double flops = 0;
@@ -39,6 +43,14 @@ struct GpuSpec {
   double hbm_efficiency = 0;  // fraction of hbm_bw reached by memory-bound kernels, in (0, 1]
   // Sorted by flops; interpolated linearly in log(flops), clamped at both ends.
   std::vector<GemmEfficiencyPoint> gemm_efficiency;
+  // Fraction of peak that fused (flash) attention kernels reach at training sequence lengths.
+  double attention_efficiency = 0;
+  // Fraction of compute throughput lost while a collective kernel runs beside it: NCCL's
+  // kernels occupy one SM per channel and share HBM bandwidth with the GEMMs they overlap.
+  double comm_compute_slowdown = 0;
+  // Fraction of the kernels' roofline a real PyTorch + DeepSpeed step sustains on the compute
+  // stream (launch gaps, Python hooks, allocator, imperfect shapes); 1 = kernels back to back.
+  double framework_efficiency = 1;
   double kernel_launch_s = 0;  // fixed cost per compute op
 };
 
@@ -47,6 +59,11 @@ struct NodeSpec {
   IntraLink intra_link = IntraLink::kNvlink;
   // NCCL's effective ring bus bandwidth inside one node (nccl-tests busbw at large sizes).
   double intra_busbw_bytes_per_s = 0;
+  // NVLink SHARP (NVLS) all_reduce bus bandwidth of a full node; 0 when the node has none.
+  double nvls_busbw_bytes_per_s = 0;
+  // Per-step latency of the plain alpha-beta ring used for kSharedMemory nodes (CPU ranks over
+  // MPI); 0 and unused on NVLink / PCIe nodes, where NCCL's per-hop latencies apply.
+  double intra_latency_s = 0;
   // Host <-> device copies of one GPU alone, pinned and pageable host memory.
   double h2d_pinned_bytes_per_s = 0;
   double d2h_pinned_bytes_per_s = 0;
@@ -55,6 +72,7 @@ struct NodeSpec {
   // GPUs behind one PCIe switch share its uplink to the CPU (DGX A100: 2 GPUs per switch).
   int gpus_per_pcie_switch = 1;
   double pcie_uplink_bytes_per_s = 0;
+  CpuVendor cpu_vendor = CpuVendor::kIntel;
   int cpu_cores = 0;
   double host_memory_bytes = 0;
   double host_memory_bw_bytes_per_s = 0;  // achievable DRAM bandwidth of the whole node
@@ -102,6 +120,7 @@ struct CollectiveTable {
 
 struct Profile {
   std::string name;
+  std::string description;
   std::string file;  // where it was loaded from ("<stock>/a100.json" for built-in ones)
   GpuSpec gpu;
   NodeSpec node;

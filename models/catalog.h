@@ -15,6 +15,9 @@ namespace zplan::models {
 // Names of the built-in presets, in the order `zplan models` lists them.
 std::vector<std::string> preset_names();
 
+// One line saying what a preset is and where its shape comes from; empty for an unknown name.
+std::string preset_description(const std::string& name);
+
 // Resolves a --model value: a preset name (case-insensitive), or a path to a JSON file that is
 // either a Hugging Face config.json (has "model_type") or a zplan model file (has "family").
 // Throws InputError: an unknown name lists the presets; a bad file names the file and pointer.
@@ -24,7 +27,7 @@ Model load_model(const std::string& spec);
 // `file` names the source in error messages.
 Model model_from_hf_config(const nlohmann::json& config, const std::string& file);
 
-// zplan's model file: the fields of ModelShape by name (docs/formats.md).
+// zplan's model file: the fields of ModelShape by name (docs/models.md).
 Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file);
 
 }  // namespace zplan::models

@@ -31,6 +31,12 @@ enum class Family {
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Activation { kGelu, kRelu, kSwiglu };
 
+// Lower-case names as zplan model files and listings spell them ("gpt", "opt", "neox", "llama",
+// "mlp"; "layernorm", "rmsnorm"; "gelu", "relu", "swiglu").
+const char* family_name(Family family);
+const char* norm_name(Norm norm);
+const char* activation_name(Activation activation);
+
 // The shape of a model, as a preset or a Hugging Face config.json gives it.
 struct ModelShape {
   std::string name;
@@ -48,6 +54,15 @@ struct ModelShape {
   bool qkv_bias = false;     // biases on q, k, v only (Qwen2)
   bool dropout = false;      // dropout masks are stored (Korthikanti's 1-byte masks)
   bool parallel_residual = false;
+  // Additions for Hugging Face configs that the fields above cannot express:
+  bool attention_dropout = true;  // with `dropout`: the attention probabilities are dropped too
+                                  // (a*s*s mask and output without flash attention); OPT: false
+  bool attn_out_bias = false;     // bias on the attention output projection only (Llama
+                                  // attention_bias also sets qkv_bias)
+  bool mlp_bias = false;          // biases on the MLP linears only (Llama mlp_bias, NeoX with
+                                  // attention_bias=false)
+  bool pre_norm = true;           // false: norms after each residual add (OPT-350m)
+  bool final_norm = true;         // false: no norm before the LM head (OPT-350m)
   Norm norm = Norm::kLayerNorm;
   Activation activation = Activation::kGelu;
   int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
@@ -149,6 +164,8 @@ class Model {
 
 // Builds the layers of a model from its shape. Throws InputError (naming `where`) when the shape
 // is inconsistent (heads not dividing hidden, kv_heads not dividing heads, zero sizes).
+// The returned model's shape has kv_heads and head_dim filled in (0 means heads and
+// hidden / heads). docs/models.md lists the layers, modules and ops built for each family.
 Model build_model(const ModelShape& shape, const std::string& where);
 
 }  // namespace zplan::models

@@ -1,1 +1,534 @@
-// (being written)
+// The analytic memory model. Each term names the DeepSpeed 0.19 allocation it stands for; the
+// sections of reference/deepspeed_internals.md ("ref §x") give the code lines and arithmetic.
+//
+// Conventions: p = bytes of the model dtype, a = bytes of the gradient-accumulation dtype,
+// Ψ = parameters, P = this rank's partition (ZeroSizes::partition), B = reduce_bucket_size.
+// Everything is computed per rank first; host tiers and NVMe are multiplied by the ranks of a node
+// at the end, because a profile's host and NVMe capacities are per node.
+#include "sim/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zplan::sim {
+
+namespace {
+
+using models::LayerKind;
+
+constexpr int kGpu = static_cast<int>(Tier::kGpu);
+constexpr int kPinned = static_cast<int>(Tier::kPinnedHost);
+constexpr int kHost = static_cast<int>(Tier::kHost);
+constexpr int kNvme = static_cast<int>(Tier::kNvme);
+
+// Calls fn(param numel) for every parameter tensor, a tied tensor once (where it is owned).
+template <typename Fn>
+void for_each_param(const models::Model& model, Fn fn) {
+  for (const models::Layer& layer : model.layers()) {
+    for (const models::Module& m : layer.modules) {
+      if (!m.tied_to.empty()) continue;
+      for (const models::Param& prm : m.params) fn(static_cast<double>(prm.numel));
+    }
+  }
+}
+
+bool is_persistent(double numel, const ZeroConfig& z) {
+  return numel <= static_cast<double>(z.param_persistence_threshold);
+}
+
+// The pinned-or-pageable tier of a host buffer DeepSpeed pins when `pin` is set.
+int pin_tier(bool pin) { return pin ? kPinned : kHost; }
+
+// Stage 3: elements gathered at once besides the persistent ones. A fetch gathers the current
+// module (transiently twice: the flat all-gather output and the per-parameter torch.cat copy,
+// ref §2.2 item 8) and prefetches up to min(prefetch bucket, max_live - available) more.
+double gathered_live(const ZeroSizes& s, const ZeroConfig& z, bool backward_start) {
+  double max_live = static_cast<double>(z.max_live_parameters);
+  double prefetch = std::min(static_cast<double>(z.prefetch_bucket_size),
+                             std::max(0.0, max_live - s.largest_fetch));
+  double live = 2 * s.largest_fetch + prefetch;
+  // When backward starts, the modules reused within max_reuse_distance are still gathered.
+  if (backward_start) live += s.reuse_retained;
+  return std::min(live, s.non_persistent + s.largest_fetch);
+}
+
+}  // namespace
+
+ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
+                                const Workload& workload) {
+  models::ActivationOptions options;
+  options.flash_attention = workload.flash_attention;
+  options.dtype_bytes = precision_bytes(config.precision);
+  const auto& ac = config.activation_checkpointing;
+  ActivationPlan plan;
+  plan.checkpoints_on_host = ac.enabled && ac.cpu_checkpointing;
+  const auto& layers = model.layers();
+  const size_t n = layers.size();
+  plan.kept.resize(n);
+  plan.extra.resize(n);
+  plan.stored.resize(n);
+  plan.checkpointed.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    models::LayerActivations act =
+        model.layer_activations(i, workload.seq_len, config.micro_batch, options);
+    plan.stored[i] = act.stored_bytes;
+    plan.checkpointed[i] = ac.enabled && layers[i].checkpointed_unit;
+    if (plan.checkpointed[i]) {
+      // Full checkpointing keeps the layer input; backward recomputes the layer, so its stored
+      // activations exist again while its backward runs (ref §6).
+      plan.kept[i] = act.checkpoint_bytes;
+      plan.extra[i] = act.stored_bytes + act.workspace_bytes;
+    } else {
+      plan.kept[i] = act.stored_bytes;
+      plan.extra[i] = act.workspace_bytes;
+    }
+  }
+  return plan;
+}
+
+const char* tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kGpu:
+      return "gpu";
+    case Tier::kPinnedHost:
+      return "pinned_host";
+    case Tier::kHost:
+      return "host";
+    case Tier::kNvme:
+      return "nvme";
+  }
+  return "?";
+}
+
+const char* category_name(Category category) {
+  static const char* const kNames[kNumCategories] = {
+      "params16",      "master32",    "optimizer_states", "grads",
+      "grads32",       "buckets",     "gathered_params",  "activations",
+      "checkpoints",   "swap_buffers", "runtime"};
+  return kNames[static_cast<int>(category)];
+}
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kStep:
+      return "step";
+  }
+  return "?";
+}
+
+double MemoryBreakdown::total() const {
+  double t = 0;
+  for (double b : bytes) t += b;
+  return t;
+}
+
+Category MemoryBreakdown::dominant() const {
+  int best = 0;
+  for (int i = 1; i < kNumCategories; ++i) {
+    if (bytes[i] > bytes[best]) best = i;
+  }
+  return static_cast<Category>(best);
+}
+
+MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {
+  for (int i = 0; i < kNumCategories; ++i) bytes[i] += other.bytes[i];
+  return *this;
+}
+
+MemoryBreakdown MemoryBreakdown::scaled(double factor) const {
+  MemoryBreakdown out = *this;
+  for (double& b : out.bytes) b *= factor;
+  return out;
+}
+
+bool MemoryReport::gpu_fits(double headroom) const {
+  const TierSummary& g = (*this)[Tier::kGpu];
+  return g.peak_bytes <= g.capacity_bytes * (1 - headroom);
+}
+
+bool MemoryReport::host_fits(double headroom) const {
+  return host_peak_bytes <= (*this)[Tier::kHost].capacity_bytes * (1 - headroom);
+}
+
+bool MemoryReport::nvme_fits(double headroom) const {
+  const TierSummary& n = (*this)[Tier::kNvme];
+  return n.peak_bytes <= n.capacity_bytes * (1 - headroom);
+}
+
+bool MemoryReport::fits(double headroom) const {
+  return gpu_fits(headroom) && host_fits(headroom) && nvme_fits(headroom);
+}
+
+double MemoryReport::gpu_short_by(double headroom) const {
+  const TierSummary& g = (*this)[Tier::kGpu];
+  return std::max(0.0, g.peak_bytes - g.capacity_bytes * (1 - headroom));
+}
+
+ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config) {
+  const ZeroConfig& z = config.zero;
+  ZeroSizes s;
+  s.dp = dp;
+  s.param_bytes = precision_bytes(config.precision);
+  s.grad_accum_bytes = precision_bytes(config.grad_accum_dtype);
+  s.bucket = static_cast<double>(z.reduce_bucket_size);
+  std::vector<double> partitions;  // stage 3: per tensor, in parameter order
+  for_each_param(model, [&](double n) {
+    s.psi += n;
+    s.largest_param = std::max(s.largest_param, n);
+    // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
+    partitions.push_back(std::ceil(n / dp));
+  });
+  if (z.stage == 0) {
+    s.partition = s.psi;
+  } else if (z.stage <= 2) {
+    // One flat buffer per group padded to a multiple of 2 * dp (nccl_start_alignment_factor),
+    // ref §2.1 item 1.
+    double align = 2.0 * dp;
+    s.partition = std::ceil(s.psi / align) * align / dp;
+  } else {
+    for (double part : partitions) s.partition += part;
+  }
+  s.cpu_partition = config.zero.offload_optimizer.device != OffloadDevice::kNone ? s.partition : 0;
+  if (z.stage != 3) return s;
+
+  // Persistent parameters (parameter_offload.py: mark_persistent_parameters), ref §2.2 item 9.
+  double model_cap = static_cast<double>(z.model_persistence_threshold);
+  std::vector<double> fetch_sizes;  // non-persistent elements of each module fetch, trace order
+  for (const models::Layer& layer : model.layers()) {
+    s.module_fetch.emplace_back();
+    for (const models::Module& m : layer.modules) {
+      double fetch = 0;
+      for (const models::Param& prm : m.params) {
+        double n = static_cast<double>(prm.numel);
+        bool owned = m.tied_to.empty();
+        if (is_persistent(n, z) && (!owned || s.persistent + n <= model_cap)) {
+          if (owned) s.persistent += n;
+        } else {
+          fetch += n;
+        }
+      }
+      s.largest_fetch = std::max(s.largest_fetch, fetch);
+      s.module_fetch.back().push_back(fetch);
+      fetch_sizes.push_back(fetch);
+    }
+  }
+  s.non_persistent = s.psi - s.persistent;
+  // A module's forward and backward uses are 2 * (elements fetched after it in forward) apart;
+  // within max_reuse_distance it is not released between them (partitioned_param_coordinator.py
+  // __params_to_release), ref §2.2 item 8.
+  double after = 0;
+  for (size_t i = fetch_sizes.size(); i-- > 0;) {
+    if (2 * after < static_cast<double>(z.max_reuse_distance)) s.reuse_retained += fetch_sizes[i];
+    after += fetch_sizes[i];
+  }
+  // Sub-groups of at least sub_group_size partition elements, closed at the last tensor
+  // (stage3.py _create_fp16_sub_groups), ref §2.2 item 2.
+  std::vector<double> groups;
+  double sub = static_cast<double>(z.sub_group_size);
+  if (sub >= s.partition) {
+    groups.push_back(s.partition);
+  } else {
+    double acc = 0;
+    for (size_t i = 0; i < partitions.size(); ++i) {
+      acc += partitions[i];
+      if (acc >= sub || i + 1 == partitions.size()) {
+        groups.push_back(acc);
+        acc = 0;
+      }
+    }
+  }
+  s.sub_groups = static_cast<int>(groups.size());
+  s.sub_group_sizes = groups;
+  s.max_sub_group = *std::max_element(groups.begin(), groups.end());
+  // Partial offload: the last `ratio` of the sub-groups go to the CPU (_create_fp32_partitions:
+  // sub-group i is on the CPU iff i >= int((1 - ratio) * count)), ref §2.2 "Partial offload".
+  if (z.offload_optimizer.device != OffloadDevice::kNone) {
+    int first_cpu = static_cast<int>((1 - z.offload_optimizer.ratio) * s.sub_groups);
+    s.cpu_partition = 0;
+    for (int i = first_cpu; i < s.sub_groups; ++i) s.cpu_partition += groups[i];
+  }
+  return s;
+}
+
+std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
+                                                         const hardware::Cluster& cluster,
+                                                         const DsConfig& config) {
+  const ZeroConfig& z = config.zero;
+  const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
+  const auto& opt = z.offload_optimizer;
+  const auto& prm = z.offload_param;
+  std::array<MemoryBreakdown, kNumTiers> m{};
+  MemoryBreakdown& gpu = m[kGpu];
+  gpu[Category::kRuntime] = cluster.profile.runtime.cuda_context_bytes +
+                            cluster.profile.runtime.nccl_buffer_bytes;
+  m[kHost][Category::kRuntime] = cluster.profile.runtime.host_process_bytes;
+
+  if (z.stage == 0) {
+    // FP16_Optimizer (fused): 16-bit params, fp32 master and Adam states, ref §2.3. Training in
+    // fp32 has no separate master copy: the optimizer updates the model's own tensors.
+    gpu[Category::kParams16] = p * s.psi;
+    if (config.precision != Precision::kFp32) gpu[Category::kMaster32] = 4 * s.psi;
+    gpu[Category::kOptimizerStates] = 8 * s.psi;
+    return m;
+  }
+
+  if (z.stage <= 2) {
+    // bit16_groups_flat: all parameters, padded (ref §2.1 item 1).
+    gpu[Category::kParams16] = p * P * s.dp;
+    if (opt.device == OffloadDevice::kNone) {
+      gpu[Category::kMaster32] = 4 * P;         // single_partition_of_fp32_groups (item 2)
+      gpu[Category::kOptimizerStates] = 8 * P;  // exp_avg, exp_avg_sq (item 3)
+    } else {
+      // ZeRO-Offload host buffers (ref §2.1 "with offload_optimizer.device=cpu").
+      int pinned = pin_tier(opt.pin_memory);
+      m[pinned][Category::kMaster32] = 4 * P;
+      m[pinned][Category::kGrads32] = 4 * P;   // fp32 grad partition
+      m[pinned][Category::kParams16] = p * P;  // param_buffer_of_bit16_for_cpu_offload_groups
+      m[pinned][Category::kBuckets] = p * s.largest_param;  // temp_grad_buffer_for_cpu_offload
+      if (config.gradient_accumulation_steps > 1) {
+        m[pinned][Category::kGrads] = p * P;  // accumulated_grads_in_cpu
+      }
+      m[kHost][Category::kOptimizerStates] = 8 * P;  // DeepSpeedCPUAdam states, not pinned
+    }
+    return m;
+  }
+
+  // Stage 3 (ref §2.2).
+  const double gpu_opt_part = P - s.cpu_partition;
+  if (prm.device == OffloadDevice::kNone) {
+    gpu[Category::kParams16] = p * P;  // lp_param_buffer (item 1)
+  } else if (prm.device == OffloadDevice::kCpu) {
+    m[pin_tier(prm.pin_memory)][Category::kParams16] = p * P;
+  } else {
+    // NVMe: max_in_cpu elements stay in pinned flat buffers, the rest is swapped; swap buffers
+    // buffer_count x buffer_size (partitioned_param_swapper.py), ref §2.2 "NVMe swap buffers".
+    double in_cpu = std::min(P, static_cast<double>(prm.max_in_cpu));
+    m[pin_tier(prm.pin_memory)][Category::kParams16] = p * in_cpu;
+    m[kNvme][Category::kParams16] = p * (P - in_cpu);
+    m[kPinned][Category::kSwapBuffers] +=
+        p * static_cast<double>(prm.buffer_count) * static_cast<double>(prm.buffer_size);
+  }
+  gpu[Category::kMaster32] = 4 * gpu_opt_part;
+  gpu[Category::kOptimizerStates] = 8 * gpu_opt_part;
+  gpu[Category::kBuckets] = p * s.bucket;  // one IPG buffer, not doubled by overlap_comm (item 5)
+  gpu[Category::kGatheredParams] = p * s.persistent;
+  if (opt.device == OffloadDevice::kNone) {
+    gpu[Category::kGrads] = a * P;  // grad_partitions_flat_buffer (item 6)
+  } else {
+    int pinned = pin_tier(opt.pin_memory);
+    m[pinned][Category::kGrads] = a * P;  // grad_partitions_flat_buffer, pinned on the host
+    if (opt.device == OffloadDevice::kCpu) {
+      m[pinned][Category::kMaster32] = 4 * s.cpu_partition;
+      m[pinned][Category::kGrads32] = 4 * s.cpu_partition;  // per-sub-group fp32 grads (item 7)
+      m[kHost][Category::kOptimizerStates] = 8 * s.cpu_partition;
+    } else {
+      // NVMe: fp32 params, m, v and fp32 grads are swapped (16 bytes per element), through
+      // buffer_count pinned buffers of the largest sub-group (optimizer_utils.py).
+      m[kNvme][Category::kMaster32] = 4 * s.cpu_partition;
+      m[kNvme][Category::kOptimizerStates] = 8 * s.cpu_partition;
+      m[kNvme][Category::kGrads32] = 4 * s.cpu_partition;
+      m[kPinned][Category::kSwapBuffers] +=
+          4 * static_cast<double>(opt.buffer_count) * s.max_sub_group;
+    }
+  }
+  return m;
+}
+
+MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
+                            const DsConfig& config, const Workload& workload) {
+  const ZeroConfig& z = config.zero;
+  const ZeroSizes s = zero_sizes(model, cluster.gpus, config);
+  const std::array<MemoryBreakdown, kNumTiers> base = persistent_memory(s, cluster, config);
+  const ActivationPlan acts = plan_activations(model, config, workload);
+  const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
+  const bool offload_opt = z.offload_optimizer.device != OffloadDevice::kNone;
+  const bool gas = config.gradient_accumulation_steps > 1;
+  const auto& layers = model.layers();
+  const size_t n_layers = layers.size();
+  const double ranks_per_node = cluster.gpus_per_node();
+  const int act_tier = acts.checkpoints_on_host ? kHost : kGpu;
+  const Category ckpt_cat = config.activation_checkpointing.enabled ? Category::kCheckpoints
+                                                                    : Category::kActivations;
+
+  MemoryReport report;
+  auto start_phase = [&](Phase ph) {
+    PhaseMemory pm;
+    pm.phase = ph;
+    pm.tiers = base;
+    return pm;
+  };
+  // Among candidate moments of a phase, keep the one with the most GPU memory.
+  auto keep_max = [](PhaseMemory& best, const PhaseMemory& cand, bool first) {
+    if (first || cand[Tier::kGpu].total() > best[Tier::kGpu].total()) best = cand;
+  };
+
+  // Gradients that exist through forward: stage 0/1 accumulate full 16-bit grads in param.grad
+  // across micro-steps (ref §2.1 item 7, §2.3); stage 2 keeps the accumulated partition
+  // (all_grad_tensors, item 6). Counted for micro-steps after the first.
+  auto carried_grads = [&](PhaseMemory& pm) {
+    if (!gas) return;
+    if (z.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p * s.psi;
+    if (z.stage == 2 && !offload_opt) pm[Tier::kGpu][Category::kGrads] += a * P;
+  };
+
+  // Checkpoints of checkpointed layers (on the host with cpu_checkpointing) and the stored
+  // activations of the others, for layers [0, i).
+  auto add_kept = [&](PhaseMemory& pm, double ckpt_bytes, double plain_bytes) {
+    pm[static_cast<Tier>(act_tier)][ckpt_cat] += ckpt_bytes;
+    pm[Tier::kGpu][Category::kActivations] += plain_bytes;
+  };
+  auto is_ckpt = [&](size_t i) { return acts.checkpointed[i]; };
+
+  // --- Forward: activations grow layer by layer; stage 3 gathers modules. ---
+  {
+    PhaseMemory best;
+    double kept_ckpt = 0, kept_plain = 0;
+    for (size_t i = 0; i < n_layers; ++i) {
+      PhaseMemory pm = start_phase(Phase::kForward);
+      carried_grads(pm);
+      add_kept(pm, kept_ckpt, kept_plain);
+      // A checkpointed layer runs its forward without keeping intermediates: they exist only
+      // while it runs (extra = stored + workspace); others keep theirs.
+      pm[Tier::kGpu][Category::kActivations] +=
+          is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+      if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
+      keep_max(best, pm, i == 0);
+      (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
+    }
+    report.phases[0] = best;
+  }
+
+  // --- Backward: from the last layer down, activations are released as gradients appear. ---
+  {
+    PhaseMemory best;
+    double ckpt_below = 0, plain_below = 0;
+    for (size_t i = 0; i < n_layers; ++i) (is_ckpt(i) ? ckpt_below : plain_below) += acts.kept[i];
+    double grads_done = 0;  // elements of gradients produced so far (layers >= i)
+    for (size_t i = n_layers; i-- > 0;) {
+      (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
+      double layer_numel = static_cast<double>(layers[i].numel());
+      grads_done += layer_numel;
+      PhaseMemory pm = start_phase(Phase::kBackward);
+      MemoryBreakdown& g = pm[Tier::kGpu];
+      add_kept(pm, ckpt_below, plain_below);
+      // The layer's own stored activations (recomputed under checkpointing) and workspace.
+      g[Category::kActivations] += is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+      switch (z.stage) {
+        case 0:
+        case 1: {
+          // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
+          g[Category::kGrads] += p * (gas ? s.psi : grads_done);
+          bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
+          if (z.stage == 0 && reduce_now) {
+            g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
+          }
+          if (z.stage == 1) {
+            // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
+            if (z.contiguous_gradients) {
+              g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+            }
+            g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+            if (offload_opt) {
+              g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
+            } else {
+              g[Category::kGrads] += a * P;  // grads_in_partition
+            }
+          }
+          break;
+        }
+        case 2: {
+          // Gradients of the layer in flight before its hooks copy them into the bucket.
+          g[Category::kGrads] += p * layer_numel;
+          if (!offload_opt) g[Category::kGrads] += a * P * (gas ? 2 : 1);  // items 6
+          if (z.contiguous_gradients) {
+            g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+          }
+          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+          if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
+          break;
+        }
+        case 3: {
+          // One module's full 16-bit grads before the hook copies them into the IPG bucket, and
+          // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
+          double largest_module = 0;
+          for (const models::Module& m : layers[i].modules) {
+            largest_module = std::max(largest_module, static_cast<double>(m.numel()));
+          }
+          g[Category::kGrads] += p * largest_module;
+          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
+          g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers);
+          break;
+        }
+      }
+      keep_max(best, pm, i + 1 == n_layers);
+    }
+    report.phases[1] = best;
+  }
+
+  // --- Step: activations are gone; the optimizer's transients appear. ---
+  {
+    PhaseMemory pm = start_phase(Phase::kStep);
+    MemoryBreakdown& g = pm[Tier::kGpu];
+    if (z.stage == 0) {
+      g[Category::kGrads] += p * s.psi;
+      // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
+      if (config.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
+    } else if (z.stage <= 2) {
+      if (!offload_opt) {
+        // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
+        g[Category::kGrads] += a * P + p * P;
+        g[Category::kGrads32] += 4 * P;
+      }
+    } else {
+      // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
+      if (s.cpu_partition < P) {
+        double S = std::min(s.max_sub_group, P - s.cpu_partition);
+        g[Category::kGrads] += p * S;
+        g[Category::kGrads32] += 4 * S;
+      }
+    }
+    report.phases[2] = pm;
+  }
+
+  // Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment.
+  const double frag = cluster.profile.runtime.allocator_fragmentation;
+  for (PhaseMemory& pm : report.phases) {
+    MemoryBreakdown& g = pm[Tier::kGpu];
+    g[Category::kRuntime] += frag * (g.total() - g[Category::kRuntime]);
+    // Host tiers and NVMe: per node.
+    for (int t : {kPinned, kHost, kNvme}) pm.tiers[t] = pm.tiers[t].scaled(ranks_per_node);
+  }
+
+  const auto& prof = cluster.profile;
+  const double capacity[kNumTiers] = {prof.gpu.memory_bytes, prof.node.host_memory_bytes,
+                                      prof.node.host_memory_bytes, prof.node.nvme_capacity_bytes};
+  for (int t = 0; t < kNumTiers; ++t) {
+    TierSummary& ts = report.tiers[t];
+    ts.capacity_bytes = capacity[t];
+    for (int ph = 0; ph < kNumPhases; ++ph) {
+      const MemoryBreakdown& b = report.phases[ph].tiers[t];
+      if (ph == 0 || b.total() > ts.peak_bytes) {
+        ts.peak_bytes = b.total();
+        ts.peak_phase = report.phases[ph].phase;
+        ts.at_peak = b;
+      }
+    }
+  }
+  for (const PhaseMemory& pm : report.phases) {
+    report.host_peak_bytes =
+        std::max(report.host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
+  }
+  const MemoryBreakdown& g0 = base[kGpu];
+  report.gpu_model_state_bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
+                                 g0[Category::kOptimizerStates] + g0[Category::kGrads];
+  // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
+  if (z.stage <= 1) report.gpu_model_state_bytes += p * s.psi;
+  if (z.stage == 2 && !offload_opt) report.gpu_model_state_bytes += a * P;
+  return report;
+}
+
+}  // namespace zplan::sim

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "hardware/profile.h"
 #include "models/model.h"
@@ -38,6 +39,10 @@ inline constexpr int kNumCategories = 11;
 
 enum class Phase { kForward, kBackward, kStep };
 inline constexpr int kNumPhases = 3;
+
+// Stage 0 all-reduces gradients in flattened pieces of MEMORY_OPT_ALLREDUCE_SIZE elements
+// (engine.py: buffered_allreduce_fallback), reference/deepspeed_internals.md §4.2.
+inline constexpr double kStage0AllreduceElems = 500'000'000;
 
 const char* tier_name(Tier tier);              // "gpu", "pinned_host", "host", "nvme"
 const char* category_name(Category category);  // "params16", "master32", ...
@@ -88,6 +93,57 @@ struct MemoryReport {
   // Bytes over capacity (after headroom) of the GPU, or 0.
   double gpu_short_by(double headroom_fraction = 0) const;
 };
+
+// The sizes DeepSpeed derives from (model, data-parallel size, config) before it allocates:
+// partition sizes with its padding, the stage-3 persistent set and sub-groups, bucket sizes.
+// Both this analytic model and the step-graph builder start from these, so the two memory views
+// share one set of numbers. Element counts unless the name says bytes.
+struct ZeroSizes {
+  int dp = 1;                  // data-parallel ranks the states are partitioned over
+  int param_bytes = 2;         // model dtype
+  int grad_accum_bytes = 2;    // data_types.grad_accum_dtype (default: model dtype)
+  double psi = 0;              // all parameters
+  double partition = 0;        // this rank's partition: stage 1/2 flat buffer padded to a
+                               // multiple of 2*dp, stage 3 each tensor padded to a multiple of dp
+  double largest_param = 0;    // largest single tensor
+  double bucket = 0;           // reduce_bucket_size
+  // Stage 3 only.
+  double persistent = 0;        // params kept gathered (numel <= persistence threshold)
+  double largest_fetch = 0;     // largest module's non-persistent params (one fetch)
+  double non_persistent = 0;    // psi - persistent
+  double reuse_retained = 0;    // params still gathered when backward starts (max_reuse_distance)
+  double max_sub_group = 0;     // largest optimizer sub-group (partition elements)
+  int sub_groups = 1;
+  std::vector<double> sub_group_sizes;  // partition elements of each optimizer sub-group
+  // Per layer, per module (Layer::modules order): elements a fetch of it gathers (its
+  // non-persistent parameters; 0 when everything in it is persistent).
+  std::vector<std::vector<double>> module_fetch;
+  double cpu_partition = 0;     // partition elements whose optimizer runs on the CPU (offload,
+                                // ratio < 1 keeps the first sub-groups on the GPU)
+};
+
+// Activation bytes of one micro-batch, per layer, as both memory views use them.
+struct ActivationPlan {
+  std::vector<double> kept;   // kept from the layer's forward to its backward: the checkpoint
+                              // of a checkpointed layer, else its stored activations
+  std::vector<double> extra;  // transient while it runs: workspace (+ its stored activations
+                              // again when it is checkpointed and recomputed)
+  std::vector<double> stored; // its stored activations (what a recompute rebuilds)
+  std::vector<bool> checkpointed;
+  bool checkpoints_on_host = false;  // cpu_checkpointing
+};
+ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
+                                const Workload& workload);
+
+// REQUIRES: config passed validate_ds_config for dp.
+ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config);
+
+// Memory that lives for the whole step (model states, persistent buffers, runtime), per rank:
+// GPU per GPU, host tiers and NVMe for this one rank. Adam states are counted as after the
+// first step. Every term cites the DeepSpeed allocation it stands for in memory_model.cc.
+std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& sizes,
+                                                         const hardware::Cluster& cluster,
+                                                         const DsConfig& config);
 
 // REQUIRES: config passed validate_ds_config for cluster.gpus.
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,

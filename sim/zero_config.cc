@@ -1,1 +1,707 @@
-// (being written)
+// Reading, checking and writing a ds_config.json the way DeepSpeed 0.19 reads it. This file has
+// the top level (deepspeed/runtime/config.py: batch keys, gradient_clipping, data_types;
+// precision_config.py: fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py)
+// and the helpers both halves share; zero_optimization.cc has the zero_optimization block.
+// Sources: reference/deepspeed_internals.md §1.
+#include "sim/zero_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "models/input_error.h"
+#include "models/json_reader.h"
+#include "sim/zero_config_internal.h"
+
+namespace zplan::sim {
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp32:
+      return "fp32";
+  }
+  return "fp32";
+}
+
+const char* offload_device_name(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::kNone:
+      return "none";
+    case OffloadDevice::kCpu:
+      return "cpu";
+    case OffloadDevice::kNvme:
+      return "nvme";
+  }
+  return "none";
+}
+
+int precision_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+
+namespace internal {
+
+void Locator::redirect(const std::string& pointer, const std::string& actual) {
+  redirects_[pointer] = actual;
+}
+
+std::string Locator::at(const std::string& pointer) const {
+  for (std::string p = pointer; !p.empty();) {
+    auto it = redirects_.find(p);
+    if (it != redirects_.end()) return json_location(file_, it->second);
+    size_t slash = p.rfind('/');
+    p.resize(slash == std::string::npos ? 0 : slash);
+  }
+  return json_location(file_, pointer);
+}
+
+void Locator::fail(const std::string& pointer, const std::string& problem) const {
+  throw InputError(at(pointer), problem);
+}
+
+bool BlockReader::given(std::string_view key) const {
+  auto it = reader_.json().find(key);
+  if (it == reader_.json().end()) return false;
+  return !(auto_rule_ == AutoRule::kMeansDefault && it->is_string() &&
+           it->get_ref<const std::string&>() == "auto");
+}
+
+bool BlockReader::has_value(std::string_view key, Null null, const char* expected) const {
+  auto it = reader_.json().find(key);
+  if (it == reader_.json().end()) return false;
+  if (it->is_null()) {
+    if (null == Null::kMeansDefault) return false;
+    reader_.fail(key, std::string("must be ") + expected + ", got null");
+  }
+  if (it->is_string() && it->get_ref<const std::string&>() == "auto") {
+    if (auto_rule_ == AutoRule::kMeansDefault) return false;
+    reader_.fail(key,
+                 "\"auto\" is not accepted inside this block (DeepSpeed drops \"auto\" only "
+                 "directly inside zero_optimization, fp16 and bf16; the Hugging Face Trainer "
+                 "fills the batch keys and a few others)");
+  }
+  return true;
+}
+
+std::optional<bool> BlockReader::boolean(std::string_view key, Null null) const {
+  if (!has_value(key, null, "true or false")) return std::nullopt;
+  return reader_.boolean(key);
+}
+
+std::optional<int64_t> BlockReader::integer(std::string_view key, Null null) const {
+  if (!has_value(key, null, "an integer")) return std::nullopt;
+  return reader_.integer(key);
+}
+
+std::optional<double> BlockReader::number(std::string_view key, Null null) const {
+  if (!has_value(key, null, "a number")) return std::nullopt;
+  return reader_.number(key);
+}
+
+std::optional<std::string> BlockReader::string(std::string_view key, Null null) const {
+  if (!has_value(key, null, "a string")) return std::nullopt;
+  return reader_.string(key);
+}
+
+const nlohmann::json* BlockReader::object(std::string_view key, Null null) const {
+  if (!has_value(key, null, "an object")) return nullptr;
+  const nlohmann::json& v = *reader_.json().find(key);
+  if (!v.is_object()) reader_.fail(key, "must be an object, got " + describe_json_value(v));
+  return &v;
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 0; i < a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i + 1;
+    for (size_t j = 0; j < b.size(); ++j) {
+      size_t above = row[j + 1];
+      row[j + 1] = std::min({above + 1, row[j] + 1, diagonal + (a[i] == b[j] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
+                         AutoRule auto_rule, std::string_view block) {
+  for (const auto& [key, value] : reader.json().items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    // DeepSpeedConfigModel drops "auto" members before pydantic looks for unknown keys.
+    if (auto_rule == AutoRule::kMeansDefault && value.is_string() &&
+        value.get_ref<const std::string&>() == "auto") {
+      continue;
+    }
+    std::string problem = "unknown key (" + std::string(block) + " does not accept it)";
+    std::string_view best;
+    size_t best_distance = 4;  // suggest only near misses
+    if (key.size() <= 64) {
+      for (std::string_view k : known) {
+        size_t d = edit_distance(key, k);
+        if (d < best_distance) {
+          best = k;
+          best_distance = d;
+        }
+      }
+    }
+    if (!best.empty()) problem += "; did you mean " + json_quoted(best) + "?";
+    reader.fail(key, problem);
+  }
+}
+
+std::string json_quoted(std::string_view text) { return nlohmann::json(std::string(text)).dump(); }
+
+}  // namespace internal
+
+namespace {
+
+using internal::AutoRule;
+using internal::BlockReader;
+using internal::json_quoted;
+using internal::Locator;
+using internal::Null;
+using nlohmann::json;
+
+// What the Hugging Face Trainer fills "auto" batch keys and gradient_clipping with when the
+// command line does not say: TrainingArguments' defaults per_device_train_batch_size = 8,
+// gradient_accumulation_steps = 1, max_grad_norm = 1.0 (reference §1.6).
+constexpr int64_t kTrainerMicroBatch = 8;
+constexpr int64_t kTrainerGradientAccumulation = 1;
+constexpr double kTrainerMaxGradNorm = 1.0;
+
+// DeepSpeedFP16Config and DeepSpeedBF16Config (precision_config.py, reference §1.4).
+constexpr std::string_view kFp16Keys[] = {"enabled",
+                                          "auto_cast",
+                                          "loss_scale",
+                                          "initial_scale_power",
+                                          "loss_scale_window",
+                                          "hysteresis",
+                                          "consecutive_hysteresis",
+                                          "min_loss_scale",
+                                          "fp16_master_weights_and_grads"};
+constexpr std::string_view kBf16Keys[] = {"enabled", "immediate_grad_update", "check_grad_overflow",
+                                          "bf16_master_weights_and_grads", "bf16_optimizer_states"};
+// Keys of the plain-dict blocks that DsConfig models; DeepSpeed ignores any others in them, and
+// zplan keeps those in DsConfig::other.
+constexpr std::string_view kActivationCheckpointingKeys[] = {
+    "partition_activations",           "cpu_checkpointing",
+    "contiguous_memory_optimization",  "number_checkpoints",
+    "synchronize_checkpoint_boundary", "profile"};
+constexpr std::string_view kAioKeys[] = {"block_size",    "queue_depth",    "intra_op_parallelism",
+                                         "single_submit", "overlap_events", "use_gds"};
+// Top-level keys that live only in DsConfig's fields, never in DsConfig::other.
+constexpr std::string_view kModeledTopKeys[] = {"train_batch_size",
+                                                "train_micro_batch_size_per_gpu",
+                                                "gradient_accumulation_steps",
+                                                "zero_optimization",
+                                                "gradient_clipping",
+                                                "bfloat16"};
+
+constexpr const char* kTrainKey = "train_batch_size";
+constexpr const char* kMicroKey = "train_micro_batch_size_per_gpu";
+constexpr const char* kGasKey = "gradient_accumulation_steps";
+
+// The top-level blocks DsConfig shares with DsConfig::other, and the member keys it models.
+struct SharedBlock {
+  const char* name;
+  std::span<const std::string_view> modeled;
+};
+constexpr std::string_view kEnabled[] = {"enabled"};
+constexpr std::string_view kGradAccumDtype[] = {"grad_accum_dtype"};
+const SharedBlock kSharedBlocks[] = {{"fp16", kEnabled},
+                                     {"bf16", kEnabled},
+                                     {"data_types", kGradAccumDtype},
+                                     {"activation_checkpointing", kActivationCheckpointingKeys},
+                                     {"aio", kAioKeys}};
+
+std::optional<int64_t> product(int64_t a, int64_t b, int64_t c) {
+  int64_t ab = 0, abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) {
+    return std::nullopt;
+  }
+  return abc;
+}
+
+// The members of `block` other than `modeled` ones and dropped "auto"s: what DsConfig::other
+// keeps of a block DsConfig models only in part.
+json unmodeled_members(const json& block, std::span<const std::string_view> modeled,
+                       AutoRule auto_rule) {
+  json out = json::object();
+  for (const auto& [key, value] : block.items()) {
+    if (std::find(modeled.begin(), modeled.end(), key) != modeled.end()) continue;
+    if (auto_rule == AutoRule::kMeansDefault && value.is_string() &&
+        value.get_ref<const std::string&>() == "auto") {
+      continue;
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+// A top-level block that must be an object when present. nullopt when absent (or null, if
+// DeepSpeed takes null as absent there).
+std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null null) {
+  auto it = top.json().find(key);
+  if (it == top.json().end()) return std::nullopt;
+  if (it->is_null() && null == Null::kMeansDefault) return std::nullopt;
+  if (!it->is_object()) top.fail(key, "must be an object, got " + describe_json_value(*it));
+  return top.child(key);
+}
+
+// --- Batch keys (config.py: _set_batch_related_parameters and _batch_assertion, §1.3) ---
+
+struct BatchValue {
+  std::optional<int64_t> value;
+  std::string source;  // where a value not written in the file came from, for messages
+};
+
+BatchValue read_batch_key(const JsonReader& top, const char* key, const char* flag,
+                          const std::optional<int64_t>& from_flag,
+                          std::optional<int64_t> trainer_default) {
+  if (from_flag && *from_flag <= 0) {
+    throw InputError(flag, "must be a positive integer, got " + std::to_string(*from_flag));
+  }
+  const std::string flag_source = std::string(" (") + flag + ")";
+  if (top.is_auto(key)) {
+    if (from_flag) return {from_flag, flag_source};
+    if (!trainer_default) return {std::nullopt, ""};
+    return {trainer_default, " (\"auto\": the Hugging Face Trainer's default)"};
+  }
+  std::optional<int64_t> v = top.optional_integer(key);
+  if (!v) return {from_flag, from_flag ? flag_source : ""};
+  if (*v <= 0) top.fail(key, "must be a positive integer, got " + std::to_string(*v));
+  if (from_flag && *from_flag != *v) {
+    top.fail(key, "is " + std::to_string(*v) + " in the file, but " + flag + " says " +
+                      std::to_string(*from_flag));
+  }
+  return {v, ""};
+}
+
+void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c) {
+  const int64_t dp = context.dp_world_size;
+  BatchValue micro =
+      read_batch_key(top, kMicroKey, "--micro-batch", context.micro_batch, kTrainerMicroBatch);
+  BatchValue gas = read_batch_key(top, kGasKey, "--gas", context.gradient_accumulation_steps,
+                                  kTrainerGradientAccumulation);
+  BatchValue train =
+      read_batch_key(top, kTrainKey, "--global-batch", context.train_batch_size, std::nullopt);
+  if (!train.value && top.is_auto(kTrainKey)) {
+    // The Trainer computes it from its own arguments: world size x micro-batch x accumulation.
+    train.value = product(micro.value.value_or(kTrainerMicroBatch),
+                          gas.value.value_or(kTrainerGradientAccumulation), dp);
+    if (!train.value) top.fail(kTrainKey, "is too large");
+    train.source = " (\"auto\": micro-batch x accumulation x GPUs)";
+  }
+
+  const bool t = train.value.has_value(), m = micro.value.has_value(), g = gas.value.has_value();
+  auto where = [&](const char* key) {
+    return top.json().contains(key) ? top.location(key) : top.location();
+  };
+  if (!t && !m) {
+    throw InputError(top.location(),
+                     "gives neither train_batch_size nor "
+                     "train_micro_batch_size_per_gpu (nor --global-batch or "
+                     "--micro-batch); DeepSpeed needs one of them");
+  }
+  // DeepSpeed derives a missing key by integer division; _batch_assertion then checks it.
+  std::string derived;
+  if (t && m && !g) {
+    gas.value = *train.value / *micro.value / dp;
+    derived = " (gradient_accumulation_steps derived as train / micro / GPUs)";
+  } else if (t && g && !m) {
+    micro.value = *train.value / dp / *gas.value;
+    derived = " (train_micro_batch_size_per_gpu derived as train / GPUs / accumulation)";
+  } else if (m && !t) {
+    if (!g) gas.value = 1;
+    train.value = product(*micro.value, *gas.value, dp);
+    if (!train.value) throw InputError(where(kMicroKey), "the batch size is too large");
+  } else if (t && !m && !g) {
+    gas.value = 1;
+    micro.value = *train.value / dp;
+    derived = " (train_micro_batch_size_per_gpu derived as train / GPUs)";
+  }
+  c.train_batch_size = *train.value;
+  c.micro_batch = *micro.value;
+  c.gradient_accumulation_steps = *gas.value;
+  std::optional<int64_t> p = product(c.micro_batch, c.gradient_accumulation_steps, dp);
+  if (c.micro_batch <= 0 || c.gradient_accumulation_steps <= 0 || p != c.train_batch_size) {
+    throw InputError(
+        where(kTrainKey),
+        "train_batch_size " + std::to_string(c.train_batch_size) + train.source +
+            " must equal train_micro_batch_size_per_gpu " + std::to_string(c.micro_batch) +
+            micro.source + " x gradient_accumulation_steps " +
+            std::to_string(c.gradient_accumulation_steps) + gas.source + " x " +
+            std::to_string(dp) + " data-parallel GPUs" +
+            (p ? " = " + std::to_string(*p) : std::string(", which is too large")) + derived);
+  }
+}
+
+// --- fp16 / bf16 / data_types (precision_config.py, config.py, §1.4) ---
+
+// Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
+bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
+                          const ParseContext& context, int stage, DsConfig& c) {
+  std::optional<JsonReader> r = top_block(top, name, fp16 ? Null::kRejected : Null::kMeansDefault);
+  if (!r) return false;
+  std::span<const std::string_view> keys = fp16 ? std::span<const std::string_view>(kFp16Keys)
+                                                : std::span<const std::string_view>(kBf16Keys);
+  reject_unknown_keys(*r, keys, AutoRule::kMeansDefault,
+                      fp16 ? "DeepSpeedFP16Config (fp16)" : "DeepSpeedBF16Config (bf16)");
+  BlockReader b(*r, AutoRule::kMeansDefault);
+  const Precision self = fp16 ? Precision::kFp16 : Precision::kBf16;
+  bool enabled =
+      r->is_auto("enabled") ? context.auto_precision == self : b.boolean("enabled").value_or(false);
+  auto needs_zero = [&](const char* key) {
+    if (b.boolean(key).value_or(false) && stage == 0) {
+      r->fail(key, "is only supported with ZeRO stages 1, 2 and 3, but stage is 0");
+    }
+  };
+  if (fp16) {
+    b.boolean("auto_cast");
+    b.boolean("consecutive_hysteresis");
+    b.integer("initial_scale_power");
+    b.integer("hysteresis");
+    double loss_scale = b.number("loss_scale").value_or(0);
+    if (loss_scale < 0) r->fail("loss_scale", "must not be negative (0 means dynamic scaling)");
+    int64_t window = b.integer("loss_scale_window").value_or(1000);
+    int64_t min_scale = b.integer("min_loss_scale").value_or(1);
+    if (enabled && loss_scale == 0 && window <= 0) {
+      r->fail("loss_scale_window", "must be positive with dynamic loss scaling (loss_scale 0)");
+    }
+    if (enabled && loss_scale == 0 && min_scale <= 0) {
+      r->fail("min_loss_scale", "must be positive with dynamic loss scaling (loss_scale 0)");
+    }
+    needs_zero("fp16_master_weights_and_grads");
+  } else {
+    b.boolean("immediate_grad_update");
+    b.boolean("check_grad_overflow");
+    needs_zero("bf16_master_weights_and_grads");
+    needs_zero("bf16_optimizer_states");
+    if (b.boolean("bf16_optimizer_states").value_or(false) &&
+        !b.boolean("bf16_master_weights_and_grads").value_or(false)) {
+      r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
+    }
+  }
+  json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);
+  if (!extras.empty()) c.other[fp16 ? "fp16" : "bf16"] = std::move(extras);
+  return enabled;
+}
+
+// DtypeEnum in config.py: each dtype under all the names it accepts.
+std::optional<Precision> parse_dtype(const std::string& name) {
+  static constexpr std::pair<std::string_view, Precision> kNames[] = {
+      {"fp16", Precision::kFp16},           {"float16", Precision::kFp16},
+      {"half", Precision::kFp16},           {"torch.float16", Precision::kFp16},
+      {"bf16", Precision::kBf16},           {"bfloat16", Precision::kBf16},
+      {"torch.bfloat16", Precision::kBf16}, {"fp32", Precision::kFp32},
+      {"float32", Precision::kFp32},        {"float", Precision::kFp32},
+      {"torch.float32", Precision::kFp32}};
+  for (const auto& [n, p] : kNames) {
+    if (n == name) return p;
+  }
+  return std::nullopt;
+}
+
+void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c) {
+  const bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c);
+  // get_bfloat16_config: "bf16" when present and not null, else the old name "bfloat16".
+  const auto bf16_it = top.json().find("bf16");
+  const char* bf16_name = bf16_it != top.json().end() && !bf16_it->is_null() ? "bf16" : "bfloat16";
+  const bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c);
+  if (fp16 && bf16) {
+    auto enabled_is_auto = [&](const char* name) {
+      auto it = top.json().find(name);
+      return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
+    };
+    top.fail(bf16_name, std::string("bf16 and fp16 cannot both be enabled (DeepSpeed asserts it)") +
+                            (enabled_is_auto("fp16") || enabled_is_auto(bf16_name)
+                                 ? "; \"enabled\": \"auto\" follows the precision asked for"
+                                 : ""));
+  }
+  c.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
+  c.grad_accum_dtype = c.precision;
+
+  // data_types is read with dict.get: null or a non-object breaks DeepSpeed.
+  std::optional<JsonReader> d = top_block(top, "data_types", Null::kRejected);
+  if (!d) return;
+  if (std::optional<std::string> name = d->optional_string("grad_accum_dtype")) {
+    std::optional<Precision> p = parse_dtype(*name);
+    if (!p) {
+      d->fail("grad_accum_dtype",
+              "must be \"fp32\", \"fp16\" or \"bf16\" (or another name "
+              "DeepSpeed's DtypeEnum gives them), got " +
+                  json_quoted(*name));
+    }
+    c.grad_accum_dtype = *p;
+  }
+  json extras = unmodeled_members(d->json(), kGradAccumDtype, AutoRule::kIsAnError);
+  if (!extras.empty()) c.other["data_types"] = std::move(extras);
+}
+
+// --- activation_checkpointing (activation_checkpointing/config.py, §1.5) and aio (§1.2) ---
+
+void read_activation_checkpointing(const JsonReader& top, DsConfig& c) {
+  // DeepSpeed reads the block with get_scalar_param on whatever is there: null breaks it.
+  std::optional<JsonReader> r = top_block(top, "activation_checkpointing", Null::kRejected);
+  if (!r) return;
+  ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  a.enabled = true;
+  auto flag = [&](const char* key, bool& out) {
+    if (std::optional<bool> v = r->optional_boolean(key)) out = *v;
+  };
+  flag("partition_activations", a.partition_activations);
+  flag("cpu_checkpointing", a.cpu_checkpointing);
+  flag("contiguous_memory_optimization", a.contiguous_memory_optimization);
+  flag("synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
+  flag("profile", a.profile);
+  if (std::optional<int64_t> n = r->optional_integer("number_checkpoints")) {
+    if (*n <= 0) r->fail("number_checkpoints", "must be positive, got " + std::to_string(*n));
+    a.number_checkpoints = *n;
+  }
+  json extras = unmodeled_members(r->json(), kActivationCheckpointingKeys, AutoRule::kIsAnError);
+  if (!extras.empty()) c.other["activation_checkpointing"] = std::move(extras);
+}
+
+void read_aio(const JsonReader& top, DsConfig& c) {
+  std::optional<JsonReader> r = top_block(top, "aio", Null::kMeansDefault);
+  if (!r) return;
+  AioConfig& a = c.aio;
+  auto count = [&](const char* key, int64_t& out) {
+    if (r->has(key)) out = r->positive_integer(key);
+  };
+  auto flag = [&](const char* key, bool& out) {
+    if (std::optional<bool> v = r->optional_boolean(key)) out = *v;
+  };
+  count("block_size", a.block_size);
+  count("queue_depth", a.queue_depth);
+  count("intra_op_parallelism", a.intra_op_parallelism);
+  flag("single_submit", a.single_submit);
+  flag("overlap_events", a.overlap_events);
+  flag("use_gds", a.use_gds);
+  // Unknown keys, such as thread_count (renamed intra_op_parallelism in DeepSpeed 0.17, then
+  // ignored), are kept: DeepSpeed ignores them too.
+  json extras = unmodeled_members(r->json(), kAioKeys, AutoRule::kIsAnError);
+  if (!extras.empty()) c.other["aio"] = std::move(extras);
+}
+
+bool aio_is_default(const AioConfig& a) {
+  const AioConfig d;
+  return a.block_size == d.block_size && a.queue_depth == d.queue_depth &&
+         a.intra_op_parallelism == d.intra_op_parallelism && a.single_submit == d.single_submit &&
+         a.overlap_events == d.overlap_events && a.use_gds == d.use_gds;
+}
+
+// The cross-field invariants of a resolved DsConfig, for configs read from files and built in
+// code alike.
+void check_config(const DsConfig& c, int dp, const Locator& loc) {
+  if (dp < 1)
+    loc.fail("", "the data-parallel world size must be at least 1, got " + std::to_string(dp));
+  internal::check_zero_optimization(c.zero, loc);
+  auto positive = [&](const char* key, int64_t v) {
+    if (v <= 0) loc.fail(std::string("/") + key, "must be positive, got " + std::to_string(v));
+  };
+  positive(kTrainKey, c.train_batch_size);
+  positive(kMicroKey, c.micro_batch);
+  positive(kGasKey, c.gradient_accumulation_steps);
+  std::optional<int64_t> p = product(c.micro_batch, c.gradient_accumulation_steps, dp);
+  if (p != c.train_batch_size) {
+    loc.fail(std::string("/") + kTrainKey,
+             "train_batch_size " + std::to_string(c.train_batch_size) +
+                 " must equal train_micro_batch_size_per_gpu " + std::to_string(c.micro_batch) +
+                 " x gradient_accumulation_steps " + std::to_string(c.gradient_accumulation_steps) +
+                 " x " + std::to_string(dp) + " data-parallel GPUs");
+  }
+  // _do_optimizer_sanity_check (engine.py): without ZeRO (and without apex amp) the model and
+  // accumulation dtypes must match.
+  if (c.zero.stage == 0 && c.grad_accum_dtype != c.precision) {
+    loc.fail("/data_types/grad_accum_dtype", std::string("DeepSpeed does not support ") +
+                                                 precision_name(c.precision) + " training with " +
+                                                 precision_name(c.grad_accum_dtype) +
+                                                 " gradient accumulation without ZeRO (stage 0)");
+  }
+  const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  if (a.enabled) {
+    const std::string at = "/activation_checkpointing/";
+    if (a.number_checkpoints && *a.number_checkpoints <= 0) {
+      loc.fail(at + "number_checkpoints",
+               "must be positive, got " + std::to_string(*a.number_checkpoints));
+    }
+    // checkpointing.configure asserts both.
+    if (a.contiguous_memory_optimization && !a.partition_activations) {
+      loc.fail(at + "contiguous_memory_optimization", "needs partition_activations");
+    }
+    if (a.contiguous_memory_optimization && !a.number_checkpoints) {
+      loc.fail(at + "contiguous_memory_optimization", "needs number_checkpoints");
+    }
+  }
+  auto aio_positive = [&](const char* key, int64_t v) {
+    if (v <= 0) {
+      loc.fail(std::string("/aio/") + key, "must be a positive integer, got " + std::to_string(v));
+    }
+  };
+  aio_positive("block_size", c.aio.block_size);
+  aio_positive("queue_depth", c.aio.queue_depth);
+  aio_positive("intra_op_parallelism", c.aio.intra_op_parallelism);
+  if (!std::isfinite(c.gradient_clipping) || c.gradient_clipping < 0) {
+    loc.fail("/gradient_clipping", "must be a finite number >= 0 (0 turns clipping off), got " +
+                                       json(c.gradient_clipping).dump());
+  }
+}
+
+// DsConfig::other of a config built in code: an object without the keys DsConfig models.
+void check_other(const DsConfig& c, const Locator& loc) {
+  if (!c.other.is_object()) {
+    loc.fail("", "DsConfig::other must be a JSON object, got " + describe_json_value(c.other));
+  }
+  for (std::string_view key : kModeledTopKeys) {
+    if (c.other.contains(key)) {
+      loc.fail("/" + std::string(key), "belongs in DsConfig's own fields, not in DsConfig::other");
+    }
+  }
+  for (const SharedBlock& block : kSharedBlocks) {
+    auto it = c.other.find(block.name);
+    if (it == c.other.end()) continue;
+    const std::string at = std::string("/") + block.name;
+    if (!it->is_object()) loc.fail(at, "must be an object, got " + describe_json_value(*it));
+    for (std::string_view key : block.modeled) {
+      if (it->contains(key)) {
+        loc.fail(at + "/" + std::string(key),
+                 "belongs in DsConfig's own fields, not in DsConfig::other");
+      }
+    }
+  }
+  internal::check_zero_other(c.zero, loc);
+}
+
+}  // namespace
+
+DsConfig parse_ds_config(const json& document, const std::string& file,
+                         const ParseContext& context) {
+  if (!document.is_object()) {
+    throw InputError(file,
+                     "a ds_config must be a JSON object, got " + describe_json_value(document));
+  }
+  if (context.dp_world_size < 1) {
+    throw InputError(file, "the data-parallel world size must be at least 1, got " +
+                               std::to_string(context.dp_world_size));
+  }
+  JsonReader top(document, file);
+  Locator locator(file);
+  DsConfig c;
+  c.zero = internal::read_zero_optimization(top, context, locator);
+  read_batch(top, context, c);
+  read_precision(top, context, c);
+  read_activation_checkpointing(top, c);
+  read_aio(top, c);
+  if (top.is_auto("gradient_clipping")) {
+    c.gradient_clipping = kTrainerMaxGradNorm;
+  } else if (std::optional<double> v = top.optional_number("gradient_clipping")) {
+    c.gradient_clipping = *v;
+  }
+  // get_communication_data_type (config.py) lower-cases it and accepts three names.
+  if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
+    std::string lower = *v;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
+      top.fail("communication_data_type",
+               "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));
+    }
+  }
+
+  const bool deprecated_zero =
+      document.contains("zero_optimization") && document["zero_optimization"].is_boolean();
+  for (const auto& [key, value] : document.items()) {
+    const bool modeled = std::find(std::begin(kModeledTopKeys), std::end(kModeledTopKeys), key) !=
+                             std::end(kModeledTopKeys) ||
+                         std::any_of(std::begin(kSharedBlocks), std::end(kSharedBlocks),
+                                     [&](const SharedBlock& b) { return key == b.name; }) ||
+                         (deprecated_zero && key == "allgather_size");
+    if (!modeled) c.other[key] = value;
+  }
+  check_config(c, context.dp_world_size, locator);
+  return c;
+}
+
+DsConfig load_ds_config(const std::string& path, const ParseContext& context) {
+  return parse_ds_config(load_json_file(path), path, context);
+}
+
+void validate_ds_config(const DsConfig& config, int dp_world_size, const std::string& where) {
+  Locator locator(where);
+  check_other(config, locator);
+  check_config(config, dp_world_size, locator);
+  // What is written must read back: this type-checks the blocks passed through in `other`.
+  ParseContext context;
+  context.dp_world_size = dp_world_size;
+  context.auto_precision = config.precision;
+  parse_ds_config(ds_config_to_json(config), where, context);
+}
+
+json ds_config_to_json(const DsConfig& c) {
+  json j = c.other.is_object() ? c.other : json::object();
+  for (std::string_view key : kModeledTopKeys) j.erase(std::string(key));
+  auto block = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_object() ? *it : json::object();
+  };
+  auto put = [&](const char* key, json value) {
+    if (value.empty()) {
+      j.erase(key);
+    } else {
+      j[key] = std::move(value);
+    }
+  };
+  j[kTrainKey] = c.train_batch_size;
+  j[kMicroKey] = c.micro_batch;
+  j[kGasKey] = c.gradient_accumulation_steps;
+  j["gradient_clipping"] = c.gradient_clipping;
+
+  json fp16 = block("fp16");
+  if (c.precision == Precision::kFp16) fp16["enabled"] = true;
+  put("fp16", std::move(fp16));
+  json bf16 = block("bf16");
+  if (c.precision == Precision::kBf16) bf16["enabled"] = true;
+  put("bf16", std::move(bf16));
+  json data_types = block("data_types");
+  if (c.grad_accum_dtype != c.precision) {
+    data_types["grad_accum_dtype"] = precision_name(c.grad_accum_dtype);
+  }
+  put("data_types", std::move(data_types));
+
+  const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  if (a.enabled) {
+    json ac = block("activation_checkpointing");
+    ac["partition_activations"] = a.partition_activations;
+    ac["cpu_checkpointing"] = a.cpu_checkpointing;
+    ac["contiguous_memory_optimization"] = a.contiguous_memory_optimization;
+    if (a.number_checkpoints) ac["number_checkpoints"] = *a.number_checkpoints;
+    ac["synchronize_checkpoint_boundary"] = a.synchronize_checkpoint_boundary;
+    ac["profile"] = a.profile;
+    j["activation_checkpointing"] = std::move(ac);
+  } else {
+    j.erase("activation_checkpointing");
+  }
+  if (internal::uses_nvme(c.zero) || !aio_is_default(c.aio) || j.contains("aio")) {
+    json aio = block("aio");
+    aio["block_size"] = c.aio.block_size;
+    aio["queue_depth"] = c.aio.queue_depth;
+    aio["intra_op_parallelism"] = c.aio.intra_op_parallelism;
+    aio["single_submit"] = c.aio.single_submit;
+    aio["overlap_events"] = c.aio.overlap_events;
+    aio["use_gds"] = c.aio.use_gds;
+    j["aio"] = std::move(aio);
+  }
+  j["zero_optimization"] = internal::zero_optimization_to_json(c.zero);
+  return j;
+}
+
+}  // namespace zplan::sim

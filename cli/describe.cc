@@ -1,0 +1,170 @@
+#include "cli/describe.h"
+
+#include <cmath>
+
+#include "cli/table.h"
+
+namespace zplan::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) { return strformat("%.1f", bytes / kGiB); }
+
+std::string params_text(double n) {
+  if (n >= 1e9) return strformat("%.2f B", n / 1e9);
+  if (n >= 1e6) return strformat("%.1f M", n / 1e6);
+  return strformat("%.0f", n);
+}
+
+std::string category_words(sim::Category c) {
+  std::string s = sim::category_name(c);
+  for (char& ch : s) {
+    if (ch == '_') ch = ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string describe_run(const models::Model& model, const hardware::Cluster& cluster) {
+  return strformat("%s (%s params) on %d x %s (%d node%s)", model.name().c_str(),
+                   params_text(static_cast<double>(model.num_params())).c_str(), cluster.gpus,
+                   cluster.profile.gpu.name.c_str(), cluster.nodes, cluster.nodes == 1 ? "" : "s");
+}
+
+std::string describe_zero(const sim::DsConfig& c) {
+  const auto& z = c.zero;
+  std::string s = strformat("ZeRO-%d", z.stage);
+  if (z.stage > 0) {
+    s += strformat(", offload optimizer %s", sim::offload_device_name(z.offload_optimizer.device));
+    if (z.stage == 3) {
+      s += strformat(", params %s", sim::offload_device_name(z.offload_param.device));
+    }
+  }
+  return s;
+}
+
+std::string describe_config(const sim::DsConfig& c, const sim::Workload& w) {
+  return describe_zero(c) + ", " + describe_training(c, w);
+}
+
+std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
+  std::string s = strformat("%s, micro-batch %lld x gas %lld = %lld samples, seq %lld",
+                 sim::precision_name(c.precision), static_cast<long long>(c.micro_batch),
+                 static_cast<long long>(c.gradient_accumulation_steps),
+                 static_cast<long long>(c.train_batch_size), static_cast<long long>(w.seq_len));
+  s += c.activation_checkpointing.enabled
+           ? (c.activation_checkpointing.cpu_checkpointing ? ", checkpointing full (cpu)"
+                                                           : ", checkpointing full")
+           : ", checkpointing none";
+  s += w.flash_attention ? ", flash attention" : ", no flash attention";
+  return s;
+}
+
+nlohmann::json setup_to_json(const Setup& setup) {
+  nlohmann::json j;
+  j["model"] = {{"name", setup.model.name()}, {"params", setup.model.num_params()}};
+  j["cluster"] = {{"hardware", setup.cluster.profile.name},
+                  {"gpu", setup.cluster.profile.gpu.name},
+                  {"gpus", setup.cluster.gpus},
+                  {"nodes", setup.cluster.nodes}};
+  j["workload"] = {{"seq_len", setup.workload.seq_len},
+                   {"flash_attention", setup.workload.flash_attention}};
+  j["ds_config"] = sim::ds_config_to_json(setup.config);
+  return j;
+}
+
+nlohmann::json memory_report_to_json(const sim::MemoryReport& r) {
+  nlohmann::json j;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const sim::PhaseMemory& pm : r.phases) {
+    nlohmann::json ph;
+    ph["phase"] = sim::phase_name(pm.phase);
+    for (int t = 0; t < sim::kNumTiers; ++t) {
+      nlohmann::json cats = nlohmann::json::object();
+      for (int c = 0; c < sim::kNumCategories; ++c) {
+        double b = pm.tiers[t].bytes[c];
+        if (b != 0) cats[sim::category_name(static_cast<sim::Category>(c))] = std::llround(b);
+      }
+      ph[sim::tier_name(static_cast<sim::Tier>(t))] = {
+          {"total_bytes", std::llround(pm.tiers[t].total())}, {"bytes", cats}};
+    }
+    phases.push_back(ph);
+  }
+  j["phases"] = phases;
+  nlohmann::json tiers = nlohmann::json::object();
+  for (int t = 0; t < sim::kNumTiers; ++t) {
+    const sim::TierSummary& ts = r.tiers[t];
+    tiers[sim::tier_name(static_cast<sim::Tier>(t))] = {
+        {"peak_bytes", std::llround(ts.peak_bytes)},
+        {"peak_phase", sim::phase_name(ts.peak_phase)},
+        {"capacity_bytes", std::llround(ts.capacity_bytes)}};
+  }
+  j["tiers"] = tiers;
+  j["host_peak_bytes"] = std::llround(r.host_peak_bytes);
+  j["gpu_model_state_bytes"] = std::llround(r.gpu_model_state_bytes);
+  j["fits"] = r.fits();
+  j["gpu_fits"] = r.gpu_fits();
+  j["host_fits"] = r.host_fits();
+  j["nvme_fits"] = r.nvme_fits();
+  return j;
+}
+
+void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
+                         const hardware::Cluster& cluster) {
+  static const char* const kTitles[sim::kNumTiers] = {
+      "GPU (per GPU)", "pinned host (per node)", "host (per node)", "NVMe (per node)"};
+  for (int t = 0; t < sim::kNumTiers; ++t) {
+    bool any = false;
+    for (const auto& pm : r.phases) any = any || pm.tiers[t].total() > 0;
+    if (!any) continue;
+    Table table({strformat("%s, GiB", kTitles[t]), "forward", "backward", "step"},
+                {false, true, true, true});
+    for (int c = 0; c < sim::kNumCategories; ++c) {
+      bool used = false;
+      for (const auto& pm : r.phases) used = used || pm.tiers[t].bytes[c] != 0;
+      if (!used) continue;
+      std::vector<std::string> row{category_words(static_cast<sim::Category>(c))};
+      for (const auto& pm : r.phases) row.push_back(gib(pm.tiers[t].bytes[c]));
+      table.add_row(row);
+    }
+    std::vector<std::string> total{"total"};
+    for (const auto& pm : r.phases) total.push_back(gib(pm.tiers[t].total()));
+    table.add_row(total);
+    table.print(out, "  ");
+    out << '\n';
+  }
+  const auto& g = r[sim::Tier::kGpu];
+  const auto& h = r[sim::Tier::kHost];
+  const auto& n = r[sim::Tier::kNvme];
+  out << "  GPU:  " << memory_verdict(r) << '\n';
+  out << strformat("  host: %s of %s GiB per node (pinned + pageable)%s\n",
+                   gib(r.host_peak_bytes).c_str(), gib(h.capacity_bytes).c_str(),
+                   r.host_fits() ? "" : ": DOES NOT FIT");
+  if (n.peak_bytes > 0) {
+    out << strformat("  NVMe: %s of %s GiB per node%s\n", gib(n.peak_bytes).c_str(),
+                     gib(n.capacity_bytes).c_str(), r.nvme_fits() ? "" : ": DOES NOT FIT");
+  }
+  (void)g;
+  (void)cluster;
+}
+
+std::string memory_verdict(const sim::MemoryReport& r) {
+  const auto& g = r[sim::Tier::kGpu];
+  sim::Category dom = g.at_peak.dominant();
+  double share = g.peak_bytes > 0 ? 100.0 * g.at_peak[dom] / g.peak_bytes : 0;
+  if (r.gpu_fits()) {
+    return strformat("peak %s of %s GiB at %s (%s %.0f%%): fits, %s GiB free",
+                     gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),
+                     sim::phase_name(g.peak_phase), category_words(dom).c_str(), share,
+                     gib(g.capacity_bytes - g.peak_bytes).c_str());
+  }
+  return strformat("peak %s of %s GiB at %s: DOES NOT FIT, short by %s GiB; %s dominate (%.0f%%)",
+                   gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),
+                   sim::phase_name(g.peak_phase), gib(r.gpu_short_by()).c_str(),
+                   category_words(dom).c_str(), share);
+}
+
+}  // namespace zplan::cli

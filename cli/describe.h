@@ -1,0 +1,37 @@
+// Words and JSON for what the library computes: the setup line every command prints first, and
+// the memory report in text and JSON. Shared by the memory, simulate and plan commands.
+#ifndef ZPLAN_CLI_DESCRIBE_H_
+#define ZPLAN_CLI_DESCRIBE_H_
+
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common_options.h"
+#include "sim/memory_model.h"
+
+namespace zplan::cli {
+
+// "20b (20.55 B params) on 8 x A100-SXM4-80GB (1 node)"
+std::string describe_run(const models::Model& model, const hardware::Cluster& cluster);
+// "ZeRO-3, offload optimizer cpu, params none"
+std::string describe_zero(const sim::DsConfig& config);
+// "bf16, micro-batch 1 x gas 4 = 32 samples, seq 2048, checkpointing full, flash attention"
+std::string describe_training(const sim::DsConfig& config, const sim::Workload& workload);
+// describe_zero + ", " + describe_training
+std::string describe_config(const sim::DsConfig& config, const sim::Workload& workload);
+
+nlohmann::json setup_to_json(const Setup& setup);
+nlohmann::json memory_report_to_json(const sim::MemoryReport& report);
+
+// The per-tier, per-phase breakdown table, and the verdict lines under it.
+void print_memory_report(std::ostream& out, const sim::MemoryReport& report,
+                         const hardware::Cluster& cluster);
+// "fits: peak 61.2 GiB of 80.0 GiB (backward, activations 45%)" or
+// "does not fit: GPU short by 3.2 GiB at backward; optimizer states dominate (40%)".
+std::string memory_verdict(const sim::MemoryReport& report);
+
+}  // namespace zplan::cli
+
+#endif  // ZPLAN_CLI_DESCRIBE_H_

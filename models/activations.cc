@@ -1,0 +1,147 @@
+// Model::layer_activations: the activation bytes of one layer for b sequences of s tokens.
+//
+// Notation: T = s*b tokens, h hidden, a heads, d head_dim, g kv heads, A = a*d (query width),
+// G = g*d (key/value width), f ffn, V vocab, e token-embedding width (h except OPT-350m),
+// D = dtype bytes of an activation element (2 for 16-bit, 4 for fp32). Dropout masks are one
+// byte per element, flash-attention softmax statistics are fp32 (4 bytes), token ids and labels
+// int64 (8 bytes) whatever D is.
+//
+// Transformer block, stored from forward to backward (Korthikanti et al. 2022, "Reducing
+// Activation Recomputation in Large Transformer Models", §4.1; reference/deepspeed_internals.md
+// §6). Each term is a tensor some backward needs:
+//   norm inputs          2h   (norm1 and norm2 each keep their input; h with a parallel
+//                              residual, where both norms read the same block input)
+//   q/k/v GEMM input     h    (norm1 output)
+//   Q, K, V              A + 2G (QK^T needs Q and K, AV needs V; after rotary)
+//   out-proj input       A    (the attention output, also what flash attention keeps as O)
+//   MLP input            h    (norm2 output)
+//   MLP, GeLU:           2f   (GeLU input, fc2 input = GeLU output)
+//   MLP, ReLU:           f    (ReLU backward needs only its output, which is the fc2 input)
+//   MLP, SwiGLU:         4f   (gate, up, silu(gate), the product = down_proj input)
+//   -> D*T*(that sum) bytes, plus
+//   hidden dropout masks 2*T*h bytes (after the out-projection and after the MLP; GPT, OPT,
+//                              NeoX with dropout; Llama blocks have none)
+//   attention, no flash  D*a*s*s*b (softmax output), and with attention dropout a*s*s*b mask +
+//                              D*a*s*s*b dropped probabilities
+//   attention, flash     4*a*s*b  (fp32 logsumexp per row and head; scores never stored)
+// A GPT block (A = G = h, f = 4h, GeLU, dropout, D = 2): T*h*(2*(2+1+3+1+1+8) + 2) =
+// 34*T*h, plus 5*a*s*s*b without flash: Korthikanti's s*b*h*(34 + 5*a*s/h).
+// A Llama block (no dropout, D = 2, A = h): 2*T*(2h + h + h + 2G + h + h + 4f) =
+// 2*T*(6h + 2G + 4f), plus 4*a*s*b with flash attention or 2*a*s*s*b without.
+//
+// Everything below that is not a stored tensor of the paper's count is an estimate (reference §8
+// lists what is unconfirmed); docs/models.md has the same derivations.
+#include <algorithm>
+#include <cassert>
+
+#include "models/model.h"
+
+namespace zplan::models {
+
+LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t batch,
+                                          const ActivationOptions& options) const {
+  assert(index < layers_.size());
+  assert(options.dtype_bytes > 0);
+  const Layer& layer = layers_[index];
+  const ModelShape& m = shape_;
+  const double s = static_cast<double>(seq);
+  const double tokens = s * static_cast<double>(batch);
+  const double dt = options.dtype_bytes;
+  const double h = static_cast<double>(m.hidden);
+  LayerActivations out;
+
+  switch (layer.kind) {
+    case LayerKind::kLinear: {
+      // MLP stack (the executor allocates exactly this): the Linear keeps its input, the ReLU
+      // its output (no ReLU after the last layer); the transient is the gradient arriving and
+      // the gradient leaving, one T x h tensor each.
+      const bool last = index + 1 == layers_.size();
+      out.stored_bytes = dt * tokens * h * (last ? 1 : 2);
+      out.checkpoint_bytes = dt * tokens * h;
+      out.workspace_bytes = 2 * dt * tokens * h;
+      return out;
+    }
+
+    case LayerKind::kEmbedding: {
+      // Backward of a lookup needs the token ids (8T); OPT-350m's project_in keeps its input
+      // (D*T*e); a hidden dropout keeps its mask (T*h). Workspace (estimate): the gradient of
+      // the output arriving from the first block, and of project_in's input.
+      const double e = m.embed_proj_dim > 0 ? static_cast<double>(m.embed_proj_dim) : h;
+      const bool projected = e != h;
+      const bool dropout = m.dropout && m.family != Family::kLlama;
+      out.stored_bytes = 8 * tokens + (projected ? dt * tokens * e : 0) + (dropout ? tokens * h : 0);
+      out.checkpoint_bytes = out.stored_bytes;
+      out.workspace_bytes = dt * tokens * (h + (projected ? e : 0));
+      return out;
+    }
+
+    case LayerKind::kFinalNorm:
+      // The norm keeps its input; workspace (estimate): incoming and outgoing gradients.
+      out.stored_bytes = dt * tokens * h;
+      out.checkpoint_bytes = out.stored_bytes;
+      out.workspace_bytes = 2 * dt * tokens * h;
+      return out;
+
+    case LayerKind::kLmHead: {
+      // Stored: the GEMM inputs (project_out's h and lm_head's e, or one h), the fp32
+      // log-probabilities cross-entropy's backward reads (4*T*V) and the int64 labels (8T).
+      // The 4*T*V term is an estimate: Hugging Face upcasts the logits to fp32 for the loss
+      // (reference §6 recalls Korthikanti's output-layer term, unconfirmed).
+      // Workspace (estimate), the backward peak: the gradient of the log-probabilities (fp32,
+      // 4V), of the fp32 logits (4V, absent when activations are fp32 already) and of the
+      // D-byte logits (D*V): with D = 2, 10*T*V -- the same size as the forward's 16-bit logits
+      // + fp32 copy + log-softmax output.
+      const double e = m.embed_proj_dim > 0 ? static_cast<double>(m.embed_proj_dim) : h;
+      const double v = static_cast<double>(m.vocab);
+      out.stored_bytes = dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
+      out.checkpoint_bytes = out.stored_bytes;
+      out.workspace_bytes = tokens * v * (dt + (dt < 4 ? 4 : 0) + 4);
+      return out;
+    }
+
+    case LayerKind::kBlock:
+      break;
+  }
+
+  const double a = static_cast<double>(m.heads);
+  const double q_width = static_cast<double>(m.heads * m.head_dim);
+  const double kv_width = static_cast<double>(m.kv_heads * m.head_dim);
+  const double f = static_cast<double>(m.ffn);
+  double mlp_elements = 2 * f;
+  double mlp_grad_elements = 2 * f;  // the gradients of the activation's output and input
+  if (m.activation == Activation::kRelu) mlp_elements = f;
+  if (m.activation == Activation::kSwiglu) {
+    mlp_elements = 4 * f;
+    mlp_grad_elements = 3 * f;  // the product's gradient, then the gate's and up's
+  }
+  const double norm_inputs = m.parallel_residual ? h : 2 * h;
+  const double elements =
+      norm_inputs + h + (q_width + 2 * kv_width) + q_width + h + mlp_elements;
+  const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
+  const bool attention_dropout = m.dropout && m.attention_dropout;
+
+  const double scores = a * s * tokens;  // a*s*s*b elements
+  double attention_bytes = 0;
+  double attention_grad_bytes = 0;
+  if (options.flash_attention) {
+    attention_bytes = 4 * a * tokens;
+    // Estimate: flash-attention 2's backward accumulates dQ in fp32 (4*T*A).
+    attention_grad_bytes = 4 * tokens * q_width;
+  } else {
+    attention_bytes = dt * scores + (attention_dropout ? (1 + dt) * scores : 0);
+    // Estimate: the gradients of the probabilities and of the scores coexist.
+    attention_grad_bytes = 2 * dt * scores;
+  }
+
+  out.stored_bytes =
+      dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
+  // Full recompute keeps the block input only (reference §6).
+  out.checkpoint_bytes = dt * tokens * h;
+  // Estimate: the gradient entering and the one leaving the block, plus the largest set of
+  // intermediate gradients alive at once (the MLP's or the attention's).
+  out.workspace_bytes =
+      2 * dt * tokens * h + std::max(dt * tokens * mlp_grad_elements, attention_grad_bytes);
+  return out;
+}
+
+}  // namespace zplan::models

@@ -1,0 +1,389 @@
+// build_model: a ModelShape -> the layers, modules, parameter tensors and forward ops of the
+// network, named as the Hugging Face implementation of each family names its modules.
+//
+// Parameter counts follow reference/deepspeed_internals.md §7:
+//   GPT/OPT:  L*(12h^2 + 13h) + V*h + P*h + 2h        (tied, learned positions P)
+//   NeoX:     L*(12h^2 + 13h) + 2*V*h + 2h            (untied, rotary)
+//   Llama:    L*(2h^2 + 2*h*g*d + 3*h*f + 2h) + 2*V*h + h
+// and are not written out here: they fall out of the tensors each builder creates.
+//
+// Memory-bound ops carry the bytes one fused kernel reads and writes per token with 16-bit
+// activations (an element is 2 bytes; a dropout mask byte is 1). They are lower bounds: eager
+// PyTorch runs several kernels for an RMSNorm or a GeLU and moves more. docs/models.md lists them.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/input_error.h"
+#include "models/model.h"
+#include "models/model_internal.h"
+
+namespace zplan::models {
+
+namespace {
+
+using internal::kMaxLayers;
+using internal::kMaxSeqLen;
+using internal::kMaxVocab;
+using internal::kMaxWidth;
+
+// The names the Hugging Face implementation gives a family's modules (GPT-3 shapes use GPT-2's).
+struct Names {
+  std::string block;  // block prefix: "h" or "layers"
+  std::string norm1, norm2;
+  std::string qkv;              // fused q/k/v projection; empty when q, k, v are separate
+  std::string q, k, v, out;
+  std::string fc1, fc2;         // two-matrix MLP
+  std::string gate, up, down;   // gated MLP
+  std::string tokens, positions, final_norm, head;
+};
+
+Names names_for(Family family) {
+  Names n;
+  switch (family) {
+    case Family::kGpt:
+      n.block = "h";
+      n.norm1 = "ln_1";
+      n.norm2 = "ln_2";
+      n.qkv = "attn.c_attn";
+      n.out = "attn.c_proj";
+      n.fc1 = "mlp.c_fc";
+      n.fc2 = "mlp.c_proj";
+      n.tokens = "wte";
+      n.positions = "wpe";
+      n.final_norm = "ln_f";
+      n.head = "lm_head";
+      break;
+    case Family::kOpt:
+      n.block = "layers";
+      n.norm1 = "self_attn_layer_norm";
+      n.norm2 = "final_layer_norm";
+      n.q = "self_attn.q_proj";
+      n.k = "self_attn.k_proj";
+      n.v = "self_attn.v_proj";
+      n.out = "self_attn.out_proj";
+      n.fc1 = "fc1";
+      n.fc2 = "fc2";
+      n.tokens = "embed_tokens";
+      n.positions = "embed_positions";
+      n.final_norm = "final_layer_norm";
+      n.head = "lm_head";
+      break;
+    case Family::kNeox:
+      n.block = "layers";
+      n.norm1 = "input_layernorm";
+      n.norm2 = "post_attention_layernorm";
+      n.qkv = "attention.query_key_value";
+      n.out = "attention.dense";
+      n.fc1 = "mlp.dense_h_to_4h";
+      n.fc2 = "mlp.dense_4h_to_h";
+      n.tokens = "embed_in";
+      n.positions = "embed_positions";
+      n.final_norm = "final_layer_norm";
+      n.head = "embed_out";
+      break;
+    case Family::kLlama:
+    case Family::kMlp:
+      n.block = "layers";
+      n.norm1 = "input_layernorm";
+      n.norm2 = "post_attention_layernorm";
+      n.q = "self_attn.q_proj";
+      n.k = "self_attn.k_proj";
+      n.v = "self_attn.v_proj";
+      n.out = "self_attn.o_proj";
+      n.gate = "mlp.gate_proj";
+      n.up = "mlp.up_proj";
+      n.down = "mlp.down_proj";
+      n.tokens = "embed_tokens";
+      n.positions = "embed_positions";
+      n.final_norm = "norm";
+      n.head = "lm_head";
+      break;
+  }
+  return n;
+}
+
+// Appends modules and ops to one layer.
+class LayerBuilder {
+ public:
+  LayerBuilder(std::string name, LayerKind kind, bool checkpointed) {
+    layer_.name = std::move(name);
+    layer_.kind = kind;
+    layer_.checkpointed_unit = checkpointed;
+  }
+
+  int add_module(Module module) {
+    layer_.modules.push_back(std::move(module));
+    return static_cast<int>(layer_.modules.size()) - 1;
+  }
+
+  // nn.Linear(in, out): weight out x in (GPT-2's Conv1D stores it transposed, same count), and
+  // a GEMM with n = out, k = in.
+  int linear(const std::string& name, int64_t in, int64_t out, bool bias) {
+    Module m{name, {{name + ".weight", out * in}}, ""};
+    if (bias) m.params.push_back({name + ".bias", out});
+    int index = add_module(std::move(m));
+    gemm(name, out, in, index);
+    return index;
+  }
+
+  void gemm(const std::string& name, int64_t n, int64_t k, int module) {
+    ComputeOp op;
+    op.name = name;
+    op.kind = OpKind::kGemm;
+    op.n = n;
+    op.k = k;
+    op.module = module;
+    layer_.ops.push_back(op);
+  }
+
+  // LayerNorm (weight, bias) or RMSNorm (weight): reads and writes one 16-bit row, 4h bytes.
+  void norm(const std::string& name, int64_t width, Norm kind) {
+    Module m{name, {{name + ".weight", width}}, ""};
+    if (kind == Norm::kLayerNorm) m.params.push_back({name + ".bias", width});
+    int index = add_module(std::move(m));
+    memory_op(name, 4.0 * static_cast<double>(width), index);
+  }
+
+  // An embedding table rows x width; the lookup reads the int64 id and copies one row: 4w + 8.
+  int embedding(const std::string& name, int64_t rows, int64_t width) {
+    int index = add_module(Module{name, {{name + ".weight", rows * width}}, ""});
+    memory_op(name, 4.0 * static_cast<double>(width) + 8.0, index);
+    return index;
+  }
+
+  void memory_op(const std::string& name, double bytes_per_token, int module = -1) {
+    ComputeOp op;
+    op.name = name;
+    op.kind = OpKind::kMemoryBound;
+    op.bytes_per_token = bytes_per_token;
+    op.module = module;
+    layer_.ops.push_back(op);
+  }
+
+  void attention(const std::string& name, int64_t heads, int64_t head_dim) {
+    ComputeOp op;
+    op.name = name;
+    op.kind = OpKind::kAttention;
+    op.heads = heads;
+    op.head_dim = head_dim;
+    layer_.ops.push_back(op);
+  }
+
+  Layer take() { return std::move(layer_); }
+
+ private:
+  Layer layer_;
+};
+
+// Bytes per token of the elementwise kernels (16-bit elements):
+//   dropout:      read x, write y and a 1-byte mask        2w + 2w + w = 5w
+//   residual add: read two inputs, write the sum           6w (a three-way add: 8w)
+//   GeLU / ReLU / SiLU: read and write one element         4w
+//   SwiGLU product: read silu(gate) and up, write          6w
+//   rotary:       read and write Q and K                   4 * (q_dim + kv_dim)
+double dropout_bytes(int64_t w) { return 5.0 * static_cast<double>(w); }
+double add_bytes(int64_t w, int inputs) { return 2.0 * static_cast<double>(w) * (inputs + 1); }
+
+void fail(const std::string& where, const std::string& field, const std::string& problem) {
+  throw InputError(json_location(where, "/" + field), problem);
+}
+
+void check_range(const std::string& where, const std::string& field, int64_t value, int64_t min,
+                 int64_t max) {
+  if (value < min) {
+    fail(where, field,
+         (min == 1 ? "must be a positive integer, got " : "must not be negative, got ") +
+             std::to_string(value));
+  }
+  if (value > max) {
+    fail(where, field, "must be at most " + std::to_string(max) + ", got " + std::to_string(value));
+  }
+}
+
+// Checks a shape and fills in kv_heads and head_dim.
+ModelShape normalized(ModelShape s, const std::string& where) {
+  check_range(where, "layers", s.layers, 1, kMaxLayers);
+  check_range(where, "hidden", s.hidden, 1, kMaxWidth);
+  check_range(where, "default_seq_len", s.default_seq_len, 1, kMaxSeqLen);
+  if (s.family == Family::kMlp) return s;
+
+  check_range(where, "heads", s.heads, 1, kMaxWidth);
+  check_range(where, "kv_heads", s.kv_heads, 0, kMaxWidth);
+  check_range(where, "head_dim", s.head_dim, 0, kMaxWidth);
+  check_range(where, "ffn", s.ffn, 1, kMaxWidth);
+  check_range(where, "vocab", s.vocab, 1, kMaxVocab);
+  check_range(where, "max_positions", s.max_positions, 0, kMaxVocab);
+  check_range(where, "embed_proj_dim", s.embed_proj_dim, 0, kMaxWidth);
+  if (s.kv_heads == 0) s.kv_heads = s.heads;
+  if (s.heads % s.kv_heads != 0) {
+    fail(where, "kv_heads",
+         "must divide heads (" + std::to_string(s.heads) + "), got " + std::to_string(s.kv_heads));
+  }
+  if (s.head_dim == 0) {
+    if (s.hidden % s.heads != 0) {
+      fail(where, "heads",
+           "must divide hidden (" + std::to_string(s.hidden) + "), got " + std::to_string(s.heads));
+    }
+    s.head_dim = s.hidden / s.heads;
+  }
+  if (s.heads * s.head_dim > kMaxWidth) {
+    fail(where, "head_dim", "heads * head_dim must be at most " + std::to_string(kMaxWidth));
+  }
+  if (s.parallel_residual && !s.pre_norm) {
+    fail(where, "pre_norm", "a parallel-residual block normalizes its input: must be true");
+  }
+  if ((s.family == Family::kLlama) != (s.activation == Activation::kSwiglu)) {
+    fail(where, "activation",
+         s.family == Family::kLlama
+             ? std::string("the llama family has a gated MLP: must be swiglu")
+             : std::string("swiglu (a gated MLP) is built for the llama family only"));
+  }
+  return s;
+}
+
+Layer mlp_layer(const ModelShape& s, int64_t i) {
+  std::string name = "layers." + std::to_string(i);
+  LayerBuilder b(name, LayerKind::kLinear, /*checkpointed=*/true);
+  b.linear(name, s.hidden, s.hidden, /*bias=*/true);
+  if (i + 1 < s.layers) {
+    b.memory_op("relu", 4.0 * static_cast<double>(s.hidden));
+  } else {
+    // MSE loss reads the output and the target.
+    b.memory_op("mse_loss", 4.0 * static_cast<double>(s.hidden));
+  }
+  return b.take();
+}
+
+class TransformerBuilder {
+ public:
+  explicit TransformerBuilder(const ModelShape& s) : s_(s), n_(names_for(s.family)) {
+    q_dim_ = s.heads * s.head_dim;
+    kv_dim_ = s.kv_heads * s.head_dim;
+    embed_dim_ = s.embed_proj_dim > 0 ? s.embed_proj_dim : s.hidden;
+    qkv_bias_ = s.linear_bias || s.qkv_bias;
+    out_bias_ = s.linear_bias || s.attn_out_bias;
+    mlp_bias_ = s.linear_bias || s.mlp_bias;
+    // Llama-family blocks have no hidden-state dropout; for them `dropout` is attention dropout.
+    hidden_dropout_ = s.dropout && s.family != Family::kLlama;
+  }
+
+  std::vector<Layer> build() {
+    std::vector<Layer> layers;
+    layers.push_back(embedding());
+    for (int64_t i = 0; i < s_.layers; ++i) layers.push_back(block(i));
+    if (s_.final_norm) {
+      LayerBuilder b("final_norm", LayerKind::kFinalNorm, false);
+      b.norm(n_.final_norm, s_.hidden, s_.norm);
+      layers.push_back(b.take());
+    }
+    layers.push_back(lm_head());
+    return layers;
+  }
+
+ private:
+  Layer embedding() {
+    LayerBuilder b("embedding", LayerKind::kEmbedding, false);
+    b.embedding(n_.tokens, s_.vocab, embed_dim_);
+    if (s_.max_positions > 0) b.embedding(n_.positions, s_.max_positions, s_.hidden);
+    // OPT-350m: token embeddings of width word_embed_proj_dim, projected to hidden, no bias.
+    if (embed_dim_ != s_.hidden) b.linear("project_in", embed_dim_, s_.hidden, false);
+    if (s_.max_positions > 0) b.memory_op("add_positions", add_bytes(s_.hidden, 2));
+    if (hidden_dropout_) b.memory_op("embed_dropout", dropout_bytes(s_.hidden));
+    return b.take();
+  }
+
+  Layer block(int64_t i) {
+    const std::string prefix = n_.block + "." + std::to_string(i);
+    const std::string p = prefix + ".";
+    LayerBuilder b(prefix, LayerKind::kBlock, /*checkpointed=*/true);
+
+    if (s_.pre_norm) b.norm(p + n_.norm1, s_.hidden, s_.norm);
+    if (!n_.qkv.empty()) {
+      b.linear(p + n_.qkv, s_.hidden, q_dim_ + 2 * kv_dim_, qkv_bias_);
+    } else {
+      b.linear(p + n_.q, s_.hidden, q_dim_, qkv_bias_);
+      b.linear(p + n_.k, s_.hidden, kv_dim_, qkv_bias_);
+      b.linear(p + n_.v, s_.hidden, kv_dim_, qkv_bias_);
+    }
+    if (s_.max_positions == 0) {
+      b.memory_op("rotary", 4.0 * static_cast<double>(q_dim_ + kv_dim_));
+    }
+    b.attention("attention", s_.heads, s_.head_dim);
+    b.linear(p + n_.out, q_dim_, s_.hidden, out_bias_);
+    if (hidden_dropout_) b.memory_op("attn_dropout", dropout_bytes(s_.hidden));
+
+    if (s_.parallel_residual) {
+      // GPT-NeoX / GPT-J: x + attn(norm1(x)) + mlp(norm2(x)), one three-way add at the end.
+      b.norm(p + n_.norm2, s_.hidden, s_.norm);
+      mlp(b, p);
+      if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
+      b.memory_op("residual", add_bytes(s_.hidden, 3));
+      return b.take();
+    }
+    b.memory_op("attn_residual", add_bytes(s_.hidden, 2));
+    if (!s_.pre_norm) b.norm(p + n_.norm1, s_.hidden, s_.norm);
+    if (s_.pre_norm) b.norm(p + n_.norm2, s_.hidden, s_.norm);
+    mlp(b, p);
+    if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
+    b.memory_op("mlp_residual", add_bytes(s_.hidden, 2));
+    if (!s_.pre_norm) b.norm(p + n_.norm2, s_.hidden, s_.norm);
+    return b.take();
+  }
+
+  void mlp(LayerBuilder& b, const std::string& p) {
+    const double f = static_cast<double>(s_.ffn);
+    if (s_.activation == Activation::kSwiglu) {
+      b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_);
+      b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_);
+      b.memory_op("silu", 4.0 * f);
+      b.memory_op("gate_mul", 6.0 * f);
+      b.linear(p + n_.down, s_.ffn, s_.hidden, mlp_bias_);
+      return;
+    }
+    b.linear(p + n_.fc1, s_.hidden, s_.ffn, mlp_bias_);
+    b.memory_op(s_.activation == Activation::kRelu ? "relu" : "gelu", 4.0 * f);
+    b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_);
+  }
+
+  Layer lm_head() {
+    LayerBuilder b("lm_head", LayerKind::kLmHead, false);
+    if (embed_dim_ != s_.hidden) b.linear("project_out", s_.hidden, embed_dim_, false);
+    Module head;
+    head.name = n_.head;
+    if (s_.tied_embeddings) {
+      // The same V x e tensor as the token embedding: listed so that ZeRO-3 gathers it again
+      // here, counted once (Model skips modules with tied_to).
+      head.params.push_back({n_.tokens + ".weight", s_.vocab * embed_dim_});
+      head.tied_to = n_.tokens;
+    } else {
+      head.params.push_back({n_.head + ".weight", s_.vocab * embed_dim_});
+    }
+    int index = b.add_module(std::move(head));
+    b.gemm(n_.head, s_.vocab, embed_dim_, index);
+    // Cross-entropy as Hugging Face computes it (estimate): read the 16-bit logits (2V), write
+    // the fp32 copy (4V), read it (4V) and write the fp32 log-probabilities (4V): 14V.
+    b.memory_op("cross_entropy", 14.0 * static_cast<double>(s_.vocab));
+    return b.take();
+  }
+
+  const ModelShape& s_;
+  Names n_;
+  int64_t q_dim_ = 0, kv_dim_ = 0, embed_dim_ = 0;
+  bool qkv_bias_ = false, out_bias_ = false, mlp_bias_ = false, hidden_dropout_ = false;
+};
+
+}  // namespace
+
+Model build_model(const ModelShape& shape, const std::string& where) {
+  ModelShape s = normalized(shape, where);
+  std::vector<Layer> layers;
+  if (s.family == Family::kMlp) {
+    for (int64_t i = 0; i < s.layers; ++i) layers.push_back(mlp_layer(s, i));
+  } else {
+    layers = TransformerBuilder(s).build();
+  }
+  return Model(std::move(s), std::move(layers));
+}
+
+}  // namespace zplan::models

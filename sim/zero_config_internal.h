@@ -1,0 +1,93 @@
+// Pieces shared by the two halves of the ds_config reader and writer: zero_config.cc (the top
+// level: batch keys, fp16/bf16, data_types, activation_checkpointing, aio) and
+// zero_optimization.cc (the zero_optimization block and its offload blocks). Not part of
+// zplan::sim's interface; include it from those two files only.
+#ifndef ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
+#define ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "models/json_reader.h"
+#include "sim/zero_config.h"
+
+namespace zplan::sim::internal {
+
+// Names a value of a config in errors: "file: /json/pointer". A value that came from a deprecated
+// key (cpu_offload -> offload_optimizer) is redirected to where the file wrote it. For configs
+// built in code the "file" is the caller's label and the pointer is the key in the JSON that
+// ds_config_to_json writes.
+class Locator {
+ public:
+  explicit Locator(std::string file) : file_(std::move(file)) {}
+
+  // Errors about `pointer` or anything below it name `actual` instead.
+  void redirect(const std::string& pointer, const std::string& actual);
+  std::string at(const std::string& pointer) const;
+  [[noreturn]] void fail(const std::string& pointer, const std::string& problem) const;
+
+ private:
+  std::string file_;
+  std::map<std::string, std::string> redirects_;
+};
+
+// What a block does with the string "auto". DeepSpeedConfigModel.__init__ (pydantic, in
+// deepspeed/runtime/config_utils.py) drops "auto" members of the model it builds, so they mean
+// the default: zero_optimization, fp16, bf16. Nested pydantic models (offload_param,
+// offload_optimizer) are validated without that __init__, and the plain-dict blocks (aio,
+// activation_checkpointing, data_types) hand the string on: there "auto" is a type error.
+enum class AutoRule { kMeansDefault, kIsAnError };
+enum class Null { kRejected, kMeansDefault };  // pydantic Optional[...] fields take null
+
+// Typed, located reads of one block's members under an AutoRule.
+class BlockReader {
+ public:
+  BlockReader(const JsonReader& reader, AutoRule auto_rule)
+      : reader_(reader), auto_rule_(auto_rule) {}
+
+  const JsonReader& reader() const { return reader_; }
+  // The member exists and is not a dropped "auto" (null counts: pydantic records it as set).
+  bool given(std::string_view key) const;
+  // Typed members: nullopt when absent, a dropped "auto", or a null the field takes.
+  std::optional<bool> boolean(std::string_view key, Null null = Null::kRejected) const;
+  std::optional<int64_t> integer(std::string_view key, Null null = Null::kRejected) const;
+  std::optional<double> number(std::string_view key, Null null = Null::kRejected) const;
+  std::optional<std::string> string(std::string_view key, Null null = Null::kRejected) const;
+  // An object member (or nullopt as above); throws when it is something else.
+  const nlohmann::json* object(std::string_view key, Null null = Null::kRejected) const;
+
+ private:
+  // True when `key` holds a value to read; false when it is absent or means the default.
+  bool has_value(std::string_view key, Null null, const char* expected) const;
+
+  const JsonReader& reader_;
+  AutoRule auto_rule_;
+};
+
+// Throws for the first member not in `known` (keys holding a dropped "auto" are skipped when
+// `auto_rule` drops them, as pydantic never sees those). `block` names the DeepSpeed class.
+void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
+                         AutoRule auto_rule, std::string_view block);
+
+// `text` as a JSON string literal ("x", with escapes), for messages.
+std::string json_quoted(std::string_view text);
+
+// zero_optimization (zero_optimization.cc).
+ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
+                                  Locator& locator);
+nlohmann::json zero_optimization_to_json(const ZeroConfig& zero);
+// The invariants of a resolved ZeroConfig (ranges, stage rules of the offload blocks).
+void check_zero_optimization(const ZeroConfig& zero, const Locator& locator);
+// For configs built in code: ZeroConfig::other holds only keys DeepSpeed accepts and zplan does
+// not model (checked before writing it out).
+void check_zero_other(const ZeroConfig& zero, const Locator& locator);
+bool uses_nvme(const ZeroConfig& zero);
+
+}  // namespace zplan::sim::internal
+
+#endif  // ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_

@@ -1,0 +1,567 @@
+// The zero_optimization block of a ds_config, as DeepSpeed 0.19 reads it: DeepSpeedZeroConfig in
+// deepspeed/runtime/zero/config.py with its offload blocks from offload_config.py
+// (reference/deepspeed_internals.md §1.1), plus the Hugging Face Trainer's "auto" fill
+// (reference §1.6).
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "models/input_error.h"
+#include "models/json_reader.h"
+#include "sim/zero_config.h"
+#include "sim/zero_config_internal.h"
+
+namespace zplan::sim::internal {
+
+namespace {
+
+using nlohmann::json;
+
+// How zplan reads each key of DeepSpeedZeroConfig. Modeled keys become ZeroConfig fields; the
+// others are type-checked and kept in ZeroConfig::other under their JSON name.
+enum class Kind {
+  kModeled,
+  kDeprecated,  // cpu_offload & co., mapped as DeepSpeed's deprecated-field hook does
+  kBool,
+  kOptionalBool,  // Optional[bool]: null allowed
+  kInt,
+  kNonNegativeInt,  // Field(ge=0)
+  kOptionalObject,  // a nested model zplan passes through (null allowed)
+};
+
+struct ZeroKey {
+  std::string_view json_name;
+  // The pydantic attribute name when it differs from the JSON alias: the model sets
+  // populate_by_name, so DeepSpeed accepts both spellings (but not both at once).
+  std::string_view field_name;
+  Kind kind;
+};
+
+// Every field of DeepSpeedZeroConfig at DeepSpeed 0.19.6 (reference §1.1).
+constexpr ZeroKey kZeroKeys[] = {
+    {"stage", "", Kind::kModeled},
+    {"contiguous_gradients", "", Kind::kModeled},
+    {"reduce_scatter", "", Kind::kModeled},
+    {"reduce_bucket_size", "", Kind::kModeled},
+    {"use_multi_rank_bucket_allreduce", "", Kind::kModeled},
+    {"allgather_partitions", "", Kind::kBool},  // parsed, never consumed (reference §1.1)
+    {"allgather_bucket_size", "", Kind::kModeled},
+    {"overlap_comm", "", Kind::kModeled},
+    {"load_from_fp32_weights", "", Kind::kBool},
+    {"elastic_checkpoint", "", Kind::kBool},
+    {"offload_param", "", Kind::kModeled},
+    {"offload_optimizer", "", Kind::kModeled},
+    {"zenflow", "", Kind::kOptionalObject},
+    {"sub_group_size", "", Kind::kModeled},
+    {"cpu_offload_param", "", Kind::kDeprecated},
+    {"cpu_offload_use_pin_memory", "", Kind::kOptionalBool},  // deprecated, has no effect
+    {"cpu_offload", "", Kind::kDeprecated},
+    {"stage3_prefetch_bucket_size", "prefetch_bucket_size", Kind::kModeled},
+    {"stage3_param_persistence_threshold", "param_persistence_threshold", Kind::kModeled},
+    {"stage3_model_persistence_threshold", "model_persistence_threshold", Kind::kModeled},
+    {"stage3_max_live_parameters", "max_live_parameters", Kind::kModeled},
+    {"stage3_max_reuse_distance", "max_reuse_distance", Kind::kModeled},
+    {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
+     Kind::kBool},
+    {"stage3_module_granularity_threshold", "module_granularity_threshold", Kind::kInt},
+    {"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", Kind::kBool},
+    {"stage3_allgather_sequential", "allgather_sequential", Kind::kBool},
+    {"stage3_gather_fp16_weights_on_model_save", "", Kind::kDeprecated},
+    {"ignore_unused_parameters", "", Kind::kBool},
+    {"legacy_stage1", "", Kind::kBool},
+    {"round_robin_gradients", "", Kind::kModeled},
+    {"zero_hpz_partition_size", "", Kind::kNonNegativeInt},
+    {"zero_quantized_weights", "", Kind::kBool},
+    {"zero_quantized_nontrainable_weights", "", Kind::kBool},
+    {"zero_quantized_gradients", "", Kind::kBool},
+    {"zeropp_loco_param", "", Kind::kOptionalObject},
+    {"mics_shard_size", "", Kind::kInt},
+    {"mics_hierarchical_params_gather", "", Kind::kBool},
+    {"memory_efficient_linear", "", Kind::kBool},
+    {"pipeline_loading_checkpoint", "", Kind::kBool},
+    {"override_module_apply", "", Kind::kBool},
+    {"log_trace_cache_warnings", "", Kind::kBool},
+    {"enable_sanity_checks", "", Kind::kBool},
+    {"save_muon_momentum_buffer_in_memory", "", Kind::kBool},
+    {"leaf_module", "", Kind::kOptionalObject},  // its "before" validator maps None to {}
+};
+
+// DeepSpeedZeroOffloadParamConfig and DeepSpeedZeroOffloadOptimizerConfig (offload_config.py).
+constexpr std::string_view kOffloadParamKeys[] = {"device",      "nvme_path",  "buffer_count",
+                                                  "buffer_size", "max_in_cpu", "pin_memory"};
+constexpr std::string_view kOffloadOptimizerKeys[] = {
+    "device",         "nvme_path", "buffer_count", "pin_memory",    "pipeline_read",
+    "pipeline_write", "fast_init", "ratio",        "super_offload", "cpuadam_cores_perc"};
+// Accepted offload_optimizer keys zplan does not model; kept in ZeroConfig::other's
+// "offload_optimizer" object.
+constexpr std::string_view kOffloadOptimizerPassthrough[] = {"super_offload", "cpuadam_cores_perc"};
+
+const std::string kZ = "/zero_optimization/";
+
+const ZeroKey* find_zero_key(std::string_view name) {
+  for (const ZeroKey& k : kZeroKeys) {
+    if (k.json_name == name || (!k.field_name.empty() && k.field_name == name)) return &k;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string_view>& zero_key_spellings() {
+  static const std::vector<std::string_view> spellings = [] {
+    std::vector<std::string_view> v;
+    for (const ZeroKey& k : kZeroKeys) {
+      v.push_back(k.json_name);
+      if (!k.field_name.empty()) v.push_back(k.field_name);
+    }
+    return v;
+  }();
+  return spellings;
+}
+
+bool json_true(const json& object, const char* key) {
+  if (!object.is_object()) return false;
+  auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
+}
+
+int64_t json_int_or(const json& object, const char* key, int64_t fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+OffloadDevice read_device(const BlockReader& b) {
+  std::optional<std::string> d = b.string("device");
+  if (!d || *d == "none") return OffloadDevice::kNone;
+  if (*d == "cpu") return OffloadDevice::kCpu;
+  if (*d == "nvme") return OffloadDevice::kNvme;
+  b.reader().fail("device", "must be \"none\", \"cpu\" or \"nvme\", got " + json_quoted(*d));
+}
+
+// An integer Field(ge=0): negative values are rejected where they are read.
+void read_count(const BlockReader& b, std::string_view key, int64_t& out) {
+  if (std::optional<int64_t> v = b.integer(key)) {
+    if (*v < 0) b.reader().fail(key, "must not be negative, got " + std::to_string(*v));
+    out = *v;
+  }
+}
+
+// A float Field(ge=0.0, le=1.0).
+void read_fraction(const BlockReader& b, std::string_view key, double& out) {
+  if (std::optional<double> v = b.number(key)) {
+    if (*v < 0 || *v > 1) {
+      b.reader().fail(key, "must be between 0 and 1, got " + json(*v).dump());
+    }
+    out = *v;
+  }
+}
+
+OffloadParamConfig read_offload_param(const JsonReader& r) {
+  reject_unknown_keys(r, kOffloadParamKeys, AutoRule::kIsAnError,
+                      "DeepSpeedZeroOffloadParamConfig (offload_param)");
+  BlockReader b(r, AutoRule::kIsAnError);
+  OffloadParamConfig p;
+  p.device = read_device(b);
+  if (auto v = b.string("nvme_path", Null::kMeansDefault)) p.nvme_path = *v;
+  read_count(b, "buffer_count", p.buffer_count);
+  read_count(b, "buffer_size", p.buffer_size);
+  read_count(b, "max_in_cpu", p.max_in_cpu);
+  if (auto v = b.boolean("pin_memory")) p.pin_memory = *v;
+  // With device "none" DeepSpeed never looks at the rest of the block.
+  if (p.device == OffloadDevice::kNone) return OffloadParamConfig{};
+  return p;
+}
+
+OffloadOptimizerConfig read_offload_optimizer(const JsonReader& r, int stage, json& passthrough) {
+  reject_unknown_keys(r, kOffloadOptimizerKeys, AutoRule::kIsAnError,
+                      "DeepSpeedZeroOffloadOptimizerConfig (offload_optimizer)");
+  BlockReader b(r, AutoRule::kIsAnError);
+  OffloadOptimizerConfig o;
+  o.device = read_device(b);
+  if (auto v = b.string("nvme_path", Null::kMeansDefault)) o.nvme_path = *v;
+  read_count(b, "buffer_count", o.buffer_count);
+  if (auto v = b.boolean("pin_memory")) o.pin_memory = *v;
+  if (auto v = b.boolean("pipeline_read")) o.pipeline_read = *v;
+  if (auto v = b.boolean("pipeline_write")) o.pipeline_write = *v;
+  if (auto v = b.boolean("fast_init")) o.fast_init = *v;
+  read_fraction(b, "ratio", o.ratio);
+  // offload_ratio_check (zero/config.py) runs whatever the device.
+  if (o.ratio < 1.0 && stage != 3) {
+    r.fail("ratio",
+           "partial offload (ratio < 1) is only supported with ZeRO stage 3, but stage is " +
+               std::to_string(stage));
+  }
+  json extras = json::object();
+  if (auto v = b.boolean("super_offload")) extras["super_offload"] = *v;
+  double cores = 0.8;
+  if (b.given("cpuadam_cores_perc")) {
+    read_fraction(b, "cpuadam_cores_perc", cores);
+    extras["cpuadam_cores_perc"] = cores;
+  }
+  if (o.device == OffloadDevice::kNone) return OffloadOptimizerConfig{};
+  if (!extras.empty()) passthrough = std::move(extras);
+  return o;
+}
+
+json offload_param_to_json(const OffloadParamConfig& p) {
+  json j = {{"device", offload_device_name(p.device)},
+            {"buffer_count", p.buffer_count},
+            {"buffer_size", p.buffer_size},
+            {"max_in_cpu", p.max_in_cpu},
+            {"pin_memory", p.pin_memory}};
+  if (!p.nvme_path.empty()) j["nvme_path"] = p.nvme_path;
+  return j;
+}
+
+json offload_optimizer_to_json(const OffloadOptimizerConfig& o, const json& extras) {
+  json j = extras.is_object() ? extras : json::object();
+  j["device"] = offload_device_name(o.device);
+  if (!o.nvme_path.empty()) j["nvme_path"] = o.nvme_path;
+  j["buffer_count"] = o.buffer_count;
+  j["pin_memory"] = o.pin_memory;
+  j["pipeline_read"] = o.pipeline_read;
+  j["pipeline_write"] = o.pipeline_write;
+  j["fast_init"] = o.fast_init;
+  j["ratio"] = o.ratio;
+  return j;
+}
+
+// The deprecated `"zero_optimization": true|false` form (read_zero_config_deprecated in
+// zero/config.py): true is stage 1 with the top-level "allgather_size".
+ZeroConfig read_deprecated_bool_form(const JsonReader& top, bool enabled, Locator& locator) {
+  ZeroConfig z;
+  if (!enabled) return z;
+  z.stage = 1;
+  if (std::optional<int64_t> v = top.optional_integer("allgather_size")) {
+    z.allgather_bucket_size = *v;
+    locator.redirect(kZ + "allgather_bucket_size", "/allgather_size");
+  }
+  return z;
+}
+
+}  // namespace
+
+bool uses_nvme(const ZeroConfig& zero) {
+  return zero.offload_param.device == OffloadDevice::kNvme ||
+         zero.offload_optimizer.device == OffloadDevice::kNvme;
+}
+
+ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
+                                  Locator& locator) {
+  const json& doc = top.json();
+  auto it = doc.find("zero_optimization");
+  if (it == doc.end()) return ZeroConfig{};
+  if (it->is_boolean()) return read_deprecated_bool_form(top, it->get<bool>(), locator);
+  JsonReader r = top.child("zero_optimization");  // throws unless an object
+  reject_unknown_keys(r, zero_key_spellings(), AutoRule::kMeansDefault,
+                      "DeepSpeed 0.19's DeepSpeedZeroConfig (zero_optimization)");
+
+  // Which spelling of each field the file uses; a dropped "auto" does not count.
+  std::map<std::string_view, std::string> spelled;
+  for (const auto& [key, value] : r.json().items()) {
+    if (value.is_string() && value.get_ref<const std::string&>() == "auto") continue;
+    const ZeroKey* k = find_zero_key(key);
+    auto [pos, inserted] = spelled.emplace(k->json_name, key);
+    if (!inserted) {
+      r.fail(key, "is given twice, also as " + json_quoted(pos->second) +
+                      " (DeepSpeed accepts either spelling, not both)");
+    }
+    if (key != k->json_name) {
+      locator.redirect(kZ + std::string(k->json_name), kZ + json_pointer_escape(key));
+    }
+  }
+  auto key = [&](std::string_view json_name) {
+    auto f = spelled.find(json_name);
+    return f == spelled.end() ? std::string(json_name) : f->second;
+  };
+
+  BlockReader b(r, AutoRule::kMeansDefault);
+  ZeroConfig z;
+  if (std::optional<int64_t> v = b.integer(key("stage"))) {
+    if (*v < 0 || *v > 3) {
+      r.fail(key("stage"), "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*v));
+    }
+    z.stage = static_cast<int>(*v);
+  }
+  auto read_bool = [&](std::string_view json_name, bool& out) {
+    if (std::optional<bool> v = b.boolean(key(json_name))) out = *v;
+  };
+  read_bool("contiguous_gradients", z.contiguous_gradients);
+  read_bool("reduce_scatter", z.reduce_scatter);
+  read_bool("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
+  read_bool("round_robin_gradients", z.round_robin_gradients);
+  read_count(b, key("reduce_bucket_size"), z.reduce_bucket_size);
+  read_count(b, key("allgather_bucket_size"), z.allgather_bucket_size);
+  read_count(b, key("sub_group_size"), z.sub_group_size);
+  read_count(b, key("stage3_prefetch_bucket_size"), z.prefetch_bucket_size);
+  read_count(b, key("stage3_param_persistence_threshold"), z.param_persistence_threshold);
+  read_count(b, key("stage3_model_persistence_threshold"), z.model_persistence_threshold);
+  read_count(b, key("stage3_max_live_parameters"), z.max_live_parameters);
+  read_count(b, key("stage3_max_reuse_distance"), z.max_reuse_distance);
+  // overlap_comm_valid (zero/config.py): unset means "on for stage 3 only".
+  z.overlap_comm = b.boolean(key("overlap_comm"), Null::kMeansDefault).value_or(z.stage == 3);
+
+  // The Hugging Face Trainer fills these "auto"s from the model (trainer_config_finalize in
+  // transformers/integrations/deepspeed.py, reference §1.6); the two stage-3 keys only when the
+  // stage is 3, else DeepSpeed drops the "auto" and uses its default. It looks only at the JSON
+  // spellings, not at pydantic's attribute names.
+  const int64_t h = context.hidden_size;
+  auto hidden_squared = [&](std::string_view json_name) -> int64_t {
+    int64_t h2 = 0;
+    if (h <= 0) {
+      r.fail(json_name,
+             "\"auto\" is filled from the model's hidden size (as the Hugging Face "
+             "Trainer does), and no model is known here");
+    }
+    if (__builtin_mul_overflow(h, h, &h2)) r.fail(json_name, "hidden size is too large");
+    return h2;
+  };
+  if (r.is_auto("reduce_bucket_size")) z.reduce_bucket_size = hidden_squared("reduce_bucket_size");
+  if (z.stage == 3 && r.is_auto("stage3_prefetch_bucket_size")) {
+    double h2 = static_cast<double>(hidden_squared("stage3_prefetch_bucket_size"));
+    z.prefetch_bucket_size = static_cast<int64_t>(0.9 * h2);  // Python's int(0.9 * h * h)
+  }
+  if (z.stage == 3 && r.is_auto("stage3_param_persistence_threshold")) {
+    hidden_squared("stage3_param_persistence_threshold");
+    z.param_persistence_threshold = 10 * h;
+  }
+
+  for (const ZeroKey& k : kZeroKeys) {
+    const std::string actual = key(k.json_name);
+    const std::string name(k.json_name);
+    switch (k.kind) {
+      case Kind::kModeled:
+      case Kind::kDeprecated:
+        break;
+      case Kind::kBool:
+        if (auto v = b.boolean(actual)) z.other[name] = *v;
+        break;
+      case Kind::kOptionalBool:
+        if (auto v = b.boolean(actual, Null::kMeansDefault)) z.other[name] = *v;
+        break;
+      case Kind::kInt:
+        if (auto v = b.integer(actual)) z.other[name] = *v;
+        break;
+      case Kind::kNonNegativeInt: {
+        int64_t v = -1;
+        read_count(b, actual, v);
+        if (v >= 0) z.other[name] = v;
+        break;
+      }
+      case Kind::kOptionalObject:
+        if (const json* v = b.object(actual, Null::kMeansDefault)) z.other[name] = *v;
+        break;
+    }
+  }
+  if (json_true(z.other, "legacy_stage1")) {
+    r.fail(key("legacy_stage1"),
+           "the legacy ZeRO stage 1 was removed in DeepSpeed 0.5.9, which "
+           "raises when this is true");
+  }
+
+  // Deprecated fields (DeepSpeedConfigModel._process_deprecated_field): the old key sets the new
+  // one, and giving both is an error even when the old one is null or false.
+  if (auto v = b.boolean("stage3_gather_fp16_weights_on_model_save")) {
+    if (b.given(key("stage3_gather_16bit_weights_on_model_save"))) {
+      r.fail("stage3_gather_fp16_weights_on_model_save",
+             "is the deprecated name of stage3_gather_16bit_weights_on_model_save; give one, not "
+             "both");
+    }
+    z.other["stage3_gather_16bit_weights_on_model_save"] = *v;
+  }
+  auto deprecated_offload = [&](const char* old_key, std::string_view new_key) {
+    if (!b.given(old_key)) return false;
+    if (b.given(key(new_key))) {
+      r.fail(old_key,
+             "is the deprecated form of " + std::string(new_key) + "; give one of them, not both");
+    }
+    if (!b.boolean(old_key, Null::kMeansDefault).value_or(false)) return false;
+    locator.redirect(kZ + std::string(new_key), kZ + old_key);
+    return true;
+  };
+  if (deprecated_offload("cpu_offload_param", "offload_param")) {
+    z.offload_param.device = OffloadDevice::kCpu;
+  }
+  if (deprecated_offload("cpu_offload", "offload_optimizer")) {
+    z.offload_optimizer.device = OffloadDevice::kCpu;
+  }
+
+  if (b.object(key("offload_param"), Null::kMeansDefault)) {
+    z.offload_param = read_offload_param(r.child(key("offload_param")));
+  }
+  if (b.object(key("offload_optimizer"), Null::kMeansDefault)) {
+    json extras;
+    z.offload_optimizer =
+        read_offload_optimizer(r.child(key("offload_optimizer")), z.stage, extras);
+    if (!extras.is_null()) z.other["offload_optimizer"] = std::move(extras);
+  }
+
+  // Resolved the way the engine and the optimizers do: stage 1/2 turn contiguous gradients on
+  // with optimizer offload (stage_1_and_2.py); stage 3 with allgather_sequential gathers one
+  // parameter at a time, so the engine sets the prefetch bucket to 1 (engine.py; MiCS aside).
+  if ((z.stage == 1 || z.stage == 2) && z.offload_optimizer.device != OffloadDevice::kNone) {
+    z.contiguous_gradients = true;
+  }
+  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") &&
+      json_int_or(z.other, "mics_shard_size", -1) <= 0) {
+    z.prefetch_bucket_size = 1;
+  }
+  return z;
+}
+
+void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
+  if (z.stage < 0 || z.stage > 3) {
+    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(z.stage));
+  }
+  // DeepSpeed itself accepts 0 for these sizes (Field(ge=0)); zplan rejects it for buckets and
+  // sub-groups, a degenerate schedule it does not model. A prefetch bucket of 0 is a real
+  // setting ("no prefetch") and is accepted.
+  auto positive = [&](const char* json_name, int64_t v) {
+    if (v <= 0) {
+      loc.fail(kZ + json_name, "must be a positive number of elements, got " + std::to_string(v));
+    }
+  };
+  positive("reduce_bucket_size", z.reduce_bucket_size);
+  positive("allgather_bucket_size", z.allgather_bucket_size);
+  positive("sub_group_size", z.sub_group_size);
+  auto non_negative = [&](const std::string& pointer, int64_t v) {
+    if (v < 0) loc.fail(pointer, "must not be negative, got " + std::to_string(v));
+  };
+  non_negative(kZ + "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
+  non_negative(kZ + "stage3_param_persistence_threshold", z.param_persistence_threshold);
+  non_negative(kZ + "stage3_model_persistence_threshold", z.model_persistence_threshold);
+  non_negative(kZ + "stage3_max_live_parameters", z.max_live_parameters);
+  non_negative(kZ + "stage3_max_reuse_distance", z.max_reuse_distance);
+
+  const std::string stage = std::to_string(z.stage);
+  const OffloadParamConfig& p = z.offload_param;
+  if (p.device != OffloadDevice::kNone) {
+    const std::string at = kZ + "offload_param/";
+    if (z.stage != 3) {
+      loc.fail(at + "device",
+               "parameter offload is valid only with ZeRO stage 3, but stage is " + stage);
+    }
+    if (p.device == OffloadDevice::kNvme && p.nvme_path.empty()) {
+      loc.fail(at + "nvme_path", "is needed with device \"nvme\" (DeepSpeed asserts it)");
+    }
+    if (p.buffer_count < 1) {
+      loc.fail(at + "buffer_count", "must be at least 1, got " + std::to_string(p.buffer_count));
+    }
+    if (p.buffer_size < 1) {
+      loc.fail(at + "buffer_size", "must be at least 1, got " + std::to_string(p.buffer_size));
+    }
+    non_negative(at + "max_in_cpu", p.max_in_cpu);
+  }
+  const OffloadOptimizerConfig& o = z.offload_optimizer;
+  const std::string at = kZ + "offload_optimizer/";
+  if (o.device != OffloadDevice::kNone) {
+    if (z.stage == 0) {
+      loc.fail(at + "device", "optimizer offload needs ZeRO stage 1, 2 or 3, but stage is 0");
+    }
+    if (o.device == OffloadDevice::kNvme && z.stage != 3) {
+      loc.fail(at + "device",
+               "NVMe optimizer offload needs ZeRO stage 3 (stages 1 and 2 would "
+               "quietly offload to CPU memory instead), but stage is " +
+                   stage);
+    }
+    if (o.device == OffloadDevice::kNvme && o.nvme_path.empty()) {
+      loc.fail(at + "nvme_path",
+               "is needed with device \"nvme\" (DeepSpeed joins it into the "
+               "swap folder's path)");
+    }
+    if (o.buffer_count < 1) {
+      loc.fail(at + "buffer_count", "must be at least 1, got " + std::to_string(o.buffer_count));
+    }
+  }
+  if (!(o.ratio >= 0 && o.ratio <= 1)) {
+    loc.fail(at + "ratio", "must be between 0 and 1, got " + json(o.ratio).dump());
+  }
+  if (o.ratio < 1 && z.stage != 3) {
+    loc.fail(at + "ratio",
+             "partial offload (ratio < 1) is only supported with ZeRO stage 3, but "
+             "stage is " +
+                 stage);
+  }
+  if ((z.stage == 1 || z.stage == 2) && o.device != OffloadDevice::kNone &&
+      !z.contiguous_gradients) {
+    loc.fail(kZ + "contiguous_gradients",
+             "stage 1/2 with optimizer offload always uses contiguous gradients (DeepSpeed turns "
+             "it on), so it cannot be false here");
+  }
+  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") &&
+      json_int_or(z.other, "mics_shard_size", -1) <= 0 && z.prefetch_bucket_size != 1) {
+    loc.fail(kZ + "stage3_prefetch_bucket_size",
+             "must be 1 with stage3_allgather_sequential (DeepSpeed's engine sets it so), got " +
+                 std::to_string(z.prefetch_bucket_size));
+  }
+  if (json_true(z.other, "legacy_stage1")) {
+    loc.fail(kZ + "legacy_stage1", "the legacy ZeRO stage 1 was removed in DeepSpeed 0.5.9");
+  }
+}
+
+void check_zero_other(const ZeroConfig& z, const Locator& loc) {
+  if (!z.other.is_object()) {
+    loc.fail("/zero_optimization",
+             "ZeroConfig::other must be a JSON object, got " + describe_json_value(z.other));
+  }
+  for (const auto& [key, value] : z.other.items()) {
+    const std::string at = kZ + json_pointer_escape(key);
+    if (key == "offload_optimizer") {
+      if (!value.is_object()) loc.fail(at, "must be an object, got " + describe_json_value(value));
+      for (const auto& [sub, unused] : value.items()) {
+        if (std::find(std::begin(kOffloadOptimizerPassthrough),
+                      std::end(kOffloadOptimizerPassthrough),
+                      sub) == std::end(kOffloadOptimizerPassthrough)) {
+          loc.fail(at + "/" + json_pointer_escape(sub),
+                   "is not an offload_optimizer key zplan passes through (OffloadOptimizerConfig "
+                   "models the others)");
+        }
+      }
+      continue;
+    }
+    const ZeroKey* k = find_zero_key(key);
+    if (k == nullptr) loc.fail(at, "is not a key DeepSpeed 0.19's zero_optimization accepts");
+    if (k->kind == Kind::kModeled || k->kind == Kind::kDeprecated || key != k->json_name) {
+      loc.fail(at,
+               "belongs in ZeroConfig's own fields, not in ZeroConfig::other (which holds "
+               "keys under their JSON names that zplan does not model)");
+    }
+  }
+}
+
+json zero_optimization_to_json(const ZeroConfig& z) {
+  json j = json::object();
+  if (z.other.is_object()) {
+    for (const auto& [key, value] : z.other.items()) {
+      if (key != "offload_optimizer") j[key] = value;
+    }
+  }
+  j["stage"] = z.stage;
+  j["contiguous_gradients"] = z.contiguous_gradients;
+  j["reduce_scatter"] = z.reduce_scatter;
+  j["reduce_bucket_size"] = z.reduce_bucket_size;
+  j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
+  j["allgather_bucket_size"] = z.allgather_bucket_size;
+  j["overlap_comm"] = z.overlap_comm;
+  j["round_robin_gradients"] = z.round_robin_gradients;
+  j["sub_group_size"] = z.sub_group_size;
+  j["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
+  j["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
+  // Its default is sys.maxsize; written only when set, to keep the file readable.
+  if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
+    j["stage3_model_persistence_threshold"] = z.model_persistence_threshold;
+  }
+  j["stage3_max_live_parameters"] = z.max_live_parameters;
+  j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+  if (z.offload_param.device != OffloadDevice::kNone) {
+    j["offload_param"] = offload_param_to_json(z.offload_param);
+  }
+  if (z.offload_optimizer.device != OffloadDevice::kNone) {
+    json extras =
+        z.other.is_object() ? z.other.value("offload_optimizer", json::object()) : json::object();
+    j["offload_optimizer"] = offload_optimizer_to_json(z.offload_optimizer, extras);
+  }
+  return j;
+}
+
+}  // namespace zplan::sim::internal

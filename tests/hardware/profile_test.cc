@@ -1,0 +1,359 @@
+#include "hardware/profile.h"
+
+#include <functional>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "hardware/stock_profiles.h"
+#include "models/input_error.h"
+#include "models/json_reader.h"
+
+namespace zplan::hardware {
+namespace {
+
+using nlohmann::json;
+
+json stock_json(const std::string& name) {
+  for (const StockProfile& s : stock_profiles()) {
+    if (name == s.name) return json::parse(s.json);
+  }
+  FAIL("no stock profile " << name);
+  return {};
+}
+
+// The message of the InputError that profile_from_json(doc, "x.json") throws ("" if none).
+std::string error_of(const json& doc) {
+  try {
+    profile_from_json(doc, "x.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// a100.json with the value at `pointer` replaced (or removed when `value` is discarded).
+json with(const std::string& pointer, const json& value) {
+  json doc = stock_json("a100");
+  doc[json::json_pointer(pointer)] = value;
+  return doc;
+}
+
+json without(const std::string& pointer) {
+  json doc = stock_json("a100");
+  json::json_pointer p(pointer);
+  doc[p.parent_pointer()].erase(p.back());
+  return doc;
+}
+
+// Calls `visit(pointer, value)` for every number in `j`.
+void for_each_number(const json& j, const std::string& pointer,
+                     const std::function<void(const std::string&, const json&)>& visit) {
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) {
+      for_each_number(value, pointer + "/" + json_pointer_escape(key), visit);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      for_each_number(j[i], pointer + "/" + std::to_string(i), visit);
+    }
+  } else if (j.is_number()) {
+    visit(pointer, j);
+  }
+}
+
+TEST_CASE("every stock profile loads by name, by name.json and by path", "[hardware]") {
+  REQUIRE(stock_profile_names() ==
+          std::vector<std::string>{"v100", "a100-40g", "a100", "h100", "h200"});
+  for (const std::string& name : stock_profile_names()) {
+    CAPTURE(name);
+    Profile by_name = load_profile(name);
+    CHECK(by_name.name == name);
+    CHECK(by_name.file == "<stock>/" + name + ".json");
+    CHECK(by_name.node.gpus_per_node == 8);
+    CHECK_FALSE(by_name.description.empty());
+    Profile by_file_name = load_profile(name + ".json");
+    CHECK(profile_to_json(by_file_name) == profile_to_json(by_name));
+    const std::string path = std::string(ZPLAN_SOURCE_DIR) + "/hardware/" + name + ".json";
+    Profile by_path = load_profile(path);
+    CHECK(by_path.file == path);
+    CHECK(profile_to_json(by_path) == profile_to_json(by_name));
+  }
+}
+
+TEST_CASE("stock profiles: every number has a source and every source names a value",
+          "[hardware]") {
+  for (const std::string& name : stock_profile_names()) {
+    const json doc = stock_json(name);
+    const json& sources = doc.at("sources");
+    for_each_number(doc, "", [&](const std::string& pointer, const json&) {
+      if (pointer.rfind("/sources", 0) == 0) return;
+      // A number inside an array (a curve point) may be covered by the array's entry.
+      std::string p = pointer;
+      bool covered = sources.contains(p);
+      while (!covered && p.find('/') != std::string::npos) {
+        p = p.substr(0, p.rfind('/'));
+        covered = !p.empty() && doc.at(json::json_pointer(p)).is_array() && sources.contains(p);
+      }
+      INFO(name << ".json: " << pointer << " has no entry in sources");
+      CHECK(covered);
+    });
+    for (const auto& [pointer, text] : sources.items()) {
+      INFO(name << ".json: sources names " << pointer);
+      CHECK(doc.contains(json::json_pointer(pointer)));
+      CHECK_FALSE(text.get<std::string>().empty());
+    }
+  }
+}
+
+TEST_CASE("stock profiles hold the reference figures in SI units", "[hardware]") {
+  Profile a100 = load_profile("a100");
+  CHECK(a100.gpu.arch == Arch::kAmpere);
+  CHECK(a100.gpu.memory_bytes == 80.0 * (1 << 30));
+  CHECK(a100.gpu.peak_flops_per_s == Approx(312e12));
+  CHECK(a100.node.intra_busbw_bytes_per_s == Approx(234.9e9));
+  CHECK(a100.node.cpu_vendor == CpuVendor::kAmd);
+  CHECK(a100.network.nic_bw_bytes_per_s == Approx(24e9));
+  CHECK(a100.node.cpu_adam_params_per_s_per_core == Approx(60e6));
+  CHECK(a100.gpu.kernel_launch_s == Approx(4e-6));
+  CHECK(a100.gpu.gemm_efficiency.back().efficiency == Approx(0.869));
+  Profile h200 = load_profile("h200");
+  CHECK(h200.node.nvls_busbw_bytes_per_s == Approx(480e9));
+  CHECK(h200.node.intra_latency_s == 0);
+  CHECK(load_profile("v100").node.nvls_busbw_bytes_per_s == 0);
+}
+
+TEST_CASE("profile_to_json inverts profile_from_json", "[hardware]") {
+  for (const std::string& name : stock_profile_names()) {
+    CAPTURE(name);
+    const json doc = stock_json(name);
+    json out = profile_to_json(profile_from_json(doc, name + ".json"));
+    // Value equality: 1e8 in a file comes back as the integer 100000000.
+    CHECK(out == doc);
+  }
+
+  // A calibrated-looking profile: a CPU device, tables with regimes, provenance.
+  json doc = stock_json("a100");
+  doc["name"] = "cpu-box";
+  doc["gpu"]["arch"] = "cpu";
+  doc["node"]["intra_link"] = "shm";
+  doc["node"]["intra_latency_us"] = 3.7;
+  doc["node"]["cpu_vendor"] = "other";
+  doc["collectives"] = json::parse(R"([
+    {"op": "all_reduce", "ranks": 4, "nodes": 1,
+     "points": [[8, 2.5e-05], [1048576, 0.00031], [67108864, 0.0171]],
+     "regimes": [{"max_bytes": 65536, "alpha_us": 24.5, "beta_us_per_mb": 0.37},
+                 {"max_bytes": 67108864, "alpha_us": 40.1, "beta_us_per_mb": 254.3}]},
+    {"op": "all_gather", "ranks": 2, "nodes": 1, "points": [[1024, 1.2e-05]]}])");
+  doc["provenance"] = {
+      {"date", "2026-07-01"}, {"hosts", json::array({"a", "b"})}, {"command", "zplan calibrate"}};
+  Profile p = profile_from_json(doc, "cpu.json");
+  CHECK(p.node.intra_latency_s == Approx(3.7e-6));
+  REQUIRE(p.collectives.size() == 2);
+  CHECK(p.collectives[0].regimes[1].beta_s_per_byte == Approx(254.3e-12));
+  CHECK(p.collectives[0].regimes[0].alpha_s == Approx(24.5e-6));
+  CHECK(profile_to_json(p) == doc);
+}
+
+TEST_CASE("profile_to_json of computed values is stable after one round", "[hardware]") {
+  Profile p = load_profile("h100");
+  p.node.intra_busbw_bytes_per_s = 1.0 / 3.0 * 1e12;  // not representable with 15 digits
+  p.network.latency_s = 2.0 / 7.0 * 1e-6;
+  json once = profile_to_json(p);
+  json twice = profile_to_json(profile_from_json(once, "once.json"));
+  CHECK(once == twice);
+  CHECK(once["node"]["intra_busbw_gbps"].get<double>() == 333.333333333333);
+}
+
+TEST_CASE("profile validation names the file and the JSON pointer in one line", "[hardware]") {
+  struct Case {
+    json doc;
+    std::string where;
+    std::string what;
+  };
+  const Case cases[] = {
+      {without("/gpu/hbm_gbps"), "x.json: /gpu/hbm_gbps", "missing"},
+      {without("/name"), "x.json: /name", "missing"},
+      {without("/runtime"), "x.json: /runtime", "missing"},
+      {with("/gpu/memory_gib", "80"), "x.json: /gpu/memory_gib", "must be a number"},
+      {with("/node/gpus_per_node", 8.5), "x.json: /node/gpus_per_node", "integer"},
+      {with("/node", json::array()), "x.json: /node", "must be an object"},
+      {with("/node/intra_busbw_gbps", 0), "x.json: /node/intra_busbw_gbps", "positive"},
+      {with("/network/nic_gbps", -24), "x.json: /network/nic_gbps", "positive"},
+      {with("/node/nvme_capacity_gib", 0), "x.json: /node/nvme_capacity_gib", "positive"},
+      {with("/node/cpu_adam_mparams_per_s_per_core", -1), "x.json: /node/cpu_adam", "positive"},
+      {with("/network/latency_us", -1), "x.json: /network/latency_us", "negative"},
+      {with("/node/nvlink_gbps", 300), "x.json: /node/nvlink_gbps", "unknown key"},
+      {with("/gpus", json::object()), "x.json: /gpus", "unknown key"},
+      {with("/gpu/arch", "turing"), "x.json: /gpu/arch", "must be one of volta, ampere"},
+      {with("/node/intra_link", "infinityfabric"), "x.json: /node/intra_link", "nvlink, pcie"},
+      {with("/node/cpu_vendor", 3), "x.json: /node/cpu_vendor", "must be a string"},
+      {with("/gpu/hbm_efficiency", 1.2), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
+      {with("/gpu/hbm_efficiency", 0), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
+      {with("/gpu/gemm_efficiency/2/1", 0), "x.json: /gpu/gemm_efficiency/2/1", "(0, 1]"},
+      {with("/gpu/gemm_efficiency/3/0", 1e9), "x.json: /gpu/gemm_efficiency/3/0", "increase"},
+      {with("/gpu/gemm_efficiency/1", 5), "x.json: /gpu/gemm_efficiency/1", "pair"},
+      {with("/gpu/gemm_efficiency", json::array()), "x.json: /gpu/gemm_efficiency", "at least"},
+      {with("/runtime/allocator_fragmentation", 1.5), "x.json: /runtime/allocator", "below 1"},
+      {with("/network/nic_gbps", 1e300), "x.json: /network/nic_gbps", "too large"},
+      {with("/node/gpus_per_node", 1e12), "x.json: /node/gpus_per_node", "from 1 to"},
+      {with("/node/intra_latency_us", 2), "x.json: /node/intra_latency_us", "only used"},
+      {with("/gpu/arch", "cpu"), "x.json: /node/intra_link", "must be \"shm\""},
+      {with("/sources/~1gpu~1name", 7), "x.json: /sources/~1gpu~1name", "must be a string"},
+      {with("/provenance", "today"), "x.json: /provenance", "must be an object"},
+      {with("/collectives", json::object()), "x.json: /collectives", "must be an array"},
+      {with("/collectives", json::parse(R"([{"op": "all_to_all", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 1e-5]]}])")),
+       "x.json: /collectives/0/op", "must be one of all_gather, reduce_scatter, all_reduce"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 8, "nodes": 3,
+                                              "points": [[8, 1e-5]]}])")),
+       "x.json: /collectives/0/ranks", "divide evenly"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 16, "nodes": 1,
+                                              "points": [[8, 1e-5]]}])")),
+       "x.json: /collectives/0/ranks", "gpus_per_node is 8"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 1e-5], [8, 2e-5]]}])")),
+       "x.json: /collectives/0/points/1/0", "increase"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 0]]}])")),
+       "x.json: /collectives/0/points/0/1", "positive"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 1e-5]],
+                                              "regimes": [{"max_bytes": 8, "alpha_us": 1,
+                                                           "beta_s_per_byte": 1e-9}]}])")),
+       "x.json: /collectives/0/regimes/0/beta_s_per_byte", "unknown key"},
+      {with("/collectives", json::parse(R"([{"op": "all_reduce", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 1e-5]]},
+                                             {"op": "all_reduce", "ranks": 8, "nodes": 1,
+                                              "points": [[8, 1e-5]]}])")),
+       "x.json: /collectives/1", "a second table"},
+  };
+  for (const Case& c : cases) {
+    std::string message = error_of(c.doc);
+    INFO(message);
+    CHECK(message.rfind(c.where, 0) == 0);
+    CHECK(message.find(c.what) != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+
+  // NVLink SHARP only on Hopper and later.
+  std::string nvls = error_of(with("/node/nvls_busbw_gbps", 480));
+  CHECK(nvls.rfind("x.json: /node/nvls_busbw_gbps", 0) == 0);
+  CHECK(nvls.find("hopper") != std::string::npos);
+  // A document that is not an object.
+  CHECK(error_of(json::array()).rfind("x.json: ", 0) == 0);
+  // A shm node needs its per-step latency.
+  json shm = with("/node/intra_link", "shm");
+  CHECK(error_of(shm).rfind("x.json: /node/intra_latency_us: missing", 0) == 0);
+}
+
+TEST_CASE("profile loader never fails except with InputError (fuzz by mutation)", "[hardware]") {
+  const json base = stock_json("h100");
+  std::vector<std::string> pointers;
+  std::function<void(const json&, const std::string&)> collect = [&](const json& j,
+                                                                     const std::string& p) {
+    pointers.push_back(p);
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) collect(v, p + "/" + json_pointer_escape(k));
+    } else if (j.is_array()) {
+      for (size_t i = 0; i < j.size(); ++i) collect(j[i], p + "/" + std::to_string(i));
+    }
+  };
+  collect(base, "");
+  const json mutations[] = {nullptr,
+                            "x",
+                            -1,
+                            0,
+                            1e308,
+                            -1e308,
+                            3.5,
+                            json::object(),
+                            json::array(),
+                            json::array({1, 2}),
+                            true,
+                            18446744073709551615u};
+  int accepted = 0;
+  int rejected = 0;
+  for (const std::string& pointer : pointers) {
+    for (const json& m : mutations) {
+      json doc = base;
+      if (pointer.empty()) {
+        doc = m;
+      } else {
+        doc[json::json_pointer(pointer)] = m;
+      }
+      try {
+        profile_from_json(doc, "f.json");
+        ++accepted;
+      } catch (const InputError& e) {
+        ++rejected;
+        CHECK(std::string(e.what()).rfind("f.json", 0) == 0);
+      }
+    }
+  }
+  CHECK(rejected > accepted);
+}
+
+TEST_CASE("load_profile names the stock profiles when nothing matches", "[hardware]") {
+  try {
+    load_profile("a200");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "--hw: no file 'a200' and no stock profile of that name; stock profiles: v100, "
+          "a100-40g, a100, h100, h200");
+  }
+  CHECK_THROWS_AS(load_profile(""), InputError);
+  CHECK_THROWS_AS(load_profile(".json"), InputError);
+  // A directory is an existing path, not a stock name.
+  CHECK_THROWS_WITH(load_profile(std::string(ZPLAN_SOURCE_DIR) + "/hardware"),
+                    Catch::Contains("is a directory"));
+}
+
+TEST_CASE("make_cluster checks --gpus and --nodes", "[hardware]") {
+  Profile a100 = load_profile("a100");
+  Cluster c = make_cluster(a100, 16, 2);
+  CHECK(c.gpus == 16);
+  CHECK(c.nodes == 2);
+  CHECK(c.gpus_per_node() == 8);
+  CHECK(make_cluster(a100, 3, 1).gpus_per_node() == 3);
+
+  auto error = [&](int gpus, int nodes) -> std::string {
+    try {
+      make_cluster(a100, gpus, nodes);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error(0, 1) == "--gpus: must be at least 1, got 0");
+  CHECK(error(8, 0) == "--nodes: must be at least 1, got 0");
+  CHECK(error(8, 3).rfind("--gpus: 8 GPUs do not divide evenly over 3 nodes", 0) == 0);
+  CHECK(error(16, 1).rfind("--gpus: 16 GPUs on 1 node(s) need 16 GPUs per node, but a 'a100' "
+                           "node has 8",
+                           0) == 0);
+  Profile lonely = a100;
+  lonely.network.nics_per_node = 0;
+  CHECK_NOTHROW(make_cluster(lonely, 8, 1));
+  CHECK_THROWS_WITH(make_cluster(lonely, 16, 2), Catch::StartsWith("--nodes: profile 'a100'"));
+}
+
+TEST_CASE("find_collective and collective_name", "[hardware]") {
+  CHECK(std::string(collective_name(Collective::kAllGather)) == "all_gather");
+  CHECK(std::string(collective_name(Collective::kReduceScatter)) == "reduce_scatter");
+  CHECK(std::string(collective_name(Collective::kAllReduce)) == "all_reduce");
+  Profile p = load_profile("a100");
+  CHECK(p.find_collective(Collective::kAllReduce, 8, 1) == nullptr);
+  CollectiveTable t;
+  t.op = Collective::kAllGather;
+  t.ranks = 16;
+  t.nodes = 2;
+  t.points = {{1024, 1e-5}};
+  p.collectives.push_back(t);
+  CHECK(p.find_collective(Collective::kAllGather, 16, 2) == &p.collectives[0]);
+  CHECK(p.find_collective(Collective::kAllGather, 16, 1) == nullptr);
+  CHECK(p.find_collective(Collective::kAllReduce, 16, 2) == nullptr);
+}
+
+}  // namespace
+}  // namespace zplan::hardware

@@ -1,0 +1,159 @@
+// Activation bytes per layer against closed forms (Korthikanti et al. 2022; reference §6) and the
+// derivations in models/activations.cc.
+#include <catch2/catch.hpp>
+
+#include "models/catalog.h"
+#include "models/model.h"
+
+namespace zplan::models {
+namespace {
+
+ActivationOptions flash(bool on, int dtype_bytes = 2) {
+  ActivationOptions o;
+  o.flash_attention = on;
+  o.dtype_bytes = dtype_bytes;
+  return o;
+}
+
+TEST_CASE("GPT block: Korthikanti's s*b*h*(34 + 5*a*s/h)", "[models]") {
+  Model m = load_model("1.3b");  // h 2048, a 32
+  const double s = 2048, b = 1, h = 2048, a = 32;
+  // Without flash attention: 2048*2048*(34 + 5*32*2048/2048) = 4,194,304 * 194 = 813,694,976.
+  LayerActivations act = m.layer_activations(1, 2048, 1, flash(false));
+  CHECK(act.stored_bytes == s * b * h * (34 + 5 * a * s / h));
+  CHECK(act.stored_bytes == 813'694'976.0);
+  // With flash attention the 5*a*s^2*b score terms become fp32 softmax statistics 4*a*s*b:
+  // 34*2048*2048 + 4*32*2048 = 142,606,336 + 262,144.
+  act = m.layer_activations(1, 2048, 1, flash(true));
+  CHECK(act.stored_bytes == 34 * s * b * h + 4 * a * s * b);
+  CHECK(act.stored_bytes == 142'868'480.0);
+  // Full recompute keeps the block input, 2*s*b*h.
+  CHECK(act.checkpoint_bytes == 2 * s * b * h);
+  // Workspace estimate: in/out gradients 4sbh + the GeLU's two gradients 2*2*s*b*4h
+  // (> flash's fp32 dQ, 4*s*b*h): 20*s*b*h.
+  CHECK(act.workspace_bytes == 20 * s * b * h);
+  // Without flash the score gradients 2*2*a*s^2*b dominate: 4sbh + 4*32*2048^2.
+  act = m.layer_activations(1, 2048, 1, flash(false));
+  CHECK(act.workspace_bytes == 4 * s * b * h + 4 * a * s * s * b);
+}
+
+TEST_CASE("GPT block scales with micro-batch and dtype", "[models]") {
+  Model m = load_model("125m");  // h 768, a 12
+  const double s = 1024, b = 4, h = 768, a = 12;
+  LayerActivations act = m.layer_activations(3, 1024, 4, flash(false));
+  CHECK(act.stored_bytes == s * b * h * (34 + 5 * a * s / h));
+  // fp32: element tensors double (16h -> 64 bytes per h), masks stay 1 byte (2h), and the
+  // scores: softmax output 4 + mask 1 + dropped output 4 = 9*a*s^2*b.
+  act = m.layer_activations(3, 1024, 4, flash(false, 4));
+  CHECK(act.stored_bytes == s * b * h * 66 + 9 * a * s * s * b);
+  CHECK(act.checkpoint_bytes == 4 * s * b * h);
+}
+
+TEST_CASE("NeoX block: no dropout, parallel residual shares the norm input", "[models]") {
+  Model m = load_model("20b");  // h 6144, a 64
+  const double s = 2048, b = 1, h = 6144, a = 64;
+  // Korthikanti's 34 less the two 1-byte masks (2) and one of the two norm inputs (2): 30sbh;
+  // the scores keep only the softmax output 2*a*s^2*b (no dropout mask / dropped copy).
+  CHECK(m.layer_activations(1, 2048, 1, flash(false)).stored_bytes ==
+        30 * s * b * h + 2 * a * s * s * b);
+  CHECK(m.layer_activations(1, 2048, 1, flash(true)).stored_bytes == 30 * s * b * h + 4 * a * s * b);
+}
+
+TEST_CASE("OPT block: ReLU keeps its output only, no attention dropout", "[models]") {
+  ModelShape shape = load_model("1.3b").shape();
+  shape.family = Family::kOpt;
+  shape.activation = Activation::kRelu;
+  shape.attention_dropout = false;
+  Model m = build_model(shape, "opt");
+  const double s = 2048, b = 1, h = 2048, a = 32;
+  // 2*(2h + h + 3h + h + h + 4h) + 2h masks = 26h per token; scores: the softmax output only.
+  CHECK(m.layer_activations(1, 2048, 1, flash(false)).stored_bytes ==
+        26 * s * b * h + 2 * a * s * s * b);
+}
+
+TEST_CASE("Llama block counted from its own ops", "[models]") {
+  const double s = 4096, b = 2;
+  {
+    Model m = load_model("llama2-7b");  // h 4096, a 32, g*d = h, f 11008
+    const double h = 4096, a = 32, f = 11008;
+    // Norm inputs 4sbh, qkv input 2sbh, Q 2sbh, K and V 2*2*sbh, o_proj input 2sbh, gate/up
+    // input 2sbh, gate, up, silu(gate), product 4*2*s*b*f: 16sbh + 8sbf; flash stats 4*a*s*b.
+    LayerActivations act = m.layer_activations(5, 4096, 2, flash(true));
+    CHECK(act.stored_bytes == 16 * s * b * h + 8 * s * b * f + 4 * a * s * b);
+    // Without flash: the a*s^2 probabilities in 16-bit.
+    CHECK(m.layer_activations(5, 4096, 2, flash(false)).stored_bytes ==
+          16 * s * b * h + 8 * s * b * f + 2 * a * s * s * b);
+    CHECK(act.checkpoint_bytes == 2 * s * b * h);
+    // Workspace estimate: in/out gradients 4sbh + SwiGLU's three gradients 3*2*s*b*f.
+    CHECK(act.workspace_bytes == 4 * s * b * h + 6 * s * b * f);
+  }
+  {
+    Model m = load_model("llama3-8b");  // GQA: g*d = 1024
+    const double h = 4096, gd = 1024, a = 32, f = 14336;
+    // 2*s*b*(6h + 2*g*d + 4f) + 4*a*s*b.
+    CHECK(m.layer_activations(1, 4096, 2, flash(true)).stored_bytes ==
+          2 * s * b * (6 * h + 2 * gd + 4 * f) + 4 * a * s * b);
+  }
+}
+
+TEST_CASE("attention dropout in a Llama config stores the probability mask", "[models]") {
+  const char* config = R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 100,
+    "attention_dropout": 0.1})";
+  Model m = model_from_hf_config(nlohmann::json::parse(config), "config.json");
+  const double s = 512, b = 2, h = 256, a = 4, f = 512;
+  // 2*s*b*(6h + 2h + 4f) + softmax output 2*a*s^2*b + mask a*s^2*b + dropped copy 2*a*s^2*b.
+  CHECK(m.layer_activations(1, 512, 2, flash(false)).stored_bytes ==
+        2 * s * b * (8 * h + 4 * f) + 5 * a * s * s * b);
+  // Flash attention regenerates the mask: statistics only.
+  CHECK(m.layer_activations(1, 512, 2, flash(true)).stored_bytes ==
+        2 * s * b * (8 * h + 4 * f) + 4 * a * s * b);
+}
+
+TEST_CASE("embedding, final norm and LM head activations", "[models]") {
+  const double s = 2048, b = 2;
+  Model gpt = load_model("125m");
+  const double h = 768, V = 50257;
+  // Embedding: int64 token ids 8sb + the embedding-dropout mask sbh.
+  LayerActivations emb = gpt.layer_activations(0, 2048, 2, flash(true));
+  CHECK(emb.stored_bytes == 8 * s * b + s * b * h);
+  CHECK(emb.checkpoint_bytes == emb.stored_bytes);
+  CHECK(emb.workspace_bytes == 2 * s * b * h);
+  // Final norm: its input.
+  LayerActivations norm = gpt.layer_activations(13, 2048, 2, flash(true));
+  CHECK(norm.stored_bytes == 2 * s * b * h);
+  CHECK(norm.checkpoint_bytes == norm.stored_bytes);
+  CHECK(norm.workspace_bytes == 4 * s * b * h);
+  // LM head: its input 2sbh, fp32 log-probabilities 4sbV, int64 labels 8sb; workspace: 16-bit
+  // logits 2sbV + fp32 copy 4sbV + log-softmax 4sbV (their gradients in backward).
+  LayerActivations head = gpt.layer_activations(14, 2048, 2, flash(true));
+  CHECK(head.stored_bytes == 2 * s * b * h + 4 * s * b * V + 8 * s * b);
+  CHECK(head.checkpoint_bytes == head.stored_bytes);
+  CHECK(head.workspace_bytes == 10 * s * b * V);
+  // fp32 activations: no upcast copy, 4-byte logits: 8sbV.
+  head = gpt.layer_activations(14, 2048, 2, flash(true, 4));
+  CHECK(head.stored_bytes == 4 * s * b * h + 4 * s * b * V + 8 * s * b);
+  CHECK(head.workspace_bytes == 8 * s * b * V);
+
+  // Llama: no embedding dropout.
+  Model llama = load_model("llama2-7b");
+  CHECK(llama.layer_activations(0, 2048, 2, flash(true)).stored_bytes == 8 * s * b);
+}
+
+TEST_CASE("MLP layers: what the executor allocates", "[models]") {
+  Model m = load_model("tiny-mlp");  // 8 x h 1024
+  const double T = 32, h = 1024;
+  for (size_t i = 0; i < 8; ++i) {
+    INFO(i);
+    LayerActivations act = m.layer_activations(i, 1, 32, flash(true, 4));
+    // Linear input + ReLU output (no ReLU on the last layer), fp32.
+    CHECK(act.stored_bytes == (i < 7 ? 2 : 1) * T * h * 4);
+    CHECK(act.checkpoint_bytes == T * h * 4);
+    CHECK(act.workspace_bytes == 2 * T * h * 4);
+  }
+  // 16-bit halves every term.
+  CHECK(m.layer_activations(0, 1, 32, flash(true, 2)).stored_bytes == 2 * T * h * 2);
+}
+
+}  // namespace
+}  // namespace zplan::models

@@ -1,0 +1,184 @@
+// The analytic memory model against the ZeRO paper, DeepSpeed's allocations worked out by hand
+// (reference/deepspeed_internals.md §2), and properties every ZeRO memory model must have.
+#include <catch2/catch.hpp>
+
+#include "models/catalog.h"
+#include "sim/memory_model.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace zplan::sim {
+namespace {
+
+using testing::config;
+using testing::ideal_cluster;
+
+// A model of exactly `params` parameters in one tensor (to compare with formulas in Ψ).
+models::Model one_tensor_model(int64_t params) {
+  models::ModelShape shape;
+  shape.name = "one-tensor";
+  shape.family = models::Family::kMlp;
+  shape.layers = 1;
+  shape.hidden = 1024;
+  shape.default_seq_len = 1;
+  models::Layer layer;
+  layer.name = "w";
+  layer.kind = models::LayerKind::kLinear;
+  layer.modules.push_back(models::Module{"w", {models::Param{"w.weight", params}}, ""});
+  models::ComputeOp op;
+  op.name = "matmul";
+  op.kind = models::OpKind::kGemm;
+  op.n = 1024;
+  op.k = 1024;
+  op.module = 0;
+  layer.ops.push_back(op);
+  return models::Model(shape, {layer});
+}
+
+std::string zero_json(int stage, const std::string& extra = "") {
+  return R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true},
+             "zero_optimization": {"stage": )" +
+         std::to_string(stage) + extra + "}}";
+}
+
+TEST_CASE("model states match the ZeRO paper: 7.5B parameters on 64 GPUs", "[memory]") {
+  // Rajbhandari et al., ZeRO, §5 / Figure 1 (reference §2.0), K = 12 (fp32 master, m, v):
+  //   DP       (2 + 2 + 12) * 7.5e9            = 120   GB
+  //   P_os     2Ψ + 2Ψ + 12Ψ/64                = 31.4  GB
+  //   P_os+g   2Ψ + (2 + 12)Ψ/64               = 16.6  GB
+  //   P_os+g+p (2 + 2 + 12)Ψ/64                = 1.875 GB
+  // 7.5e9 is a multiple of 2 * 64, so DeepSpeed's padding adds nothing.
+  const models::Model model = one_tensor_model(7'500'000'000);
+  const hardware::Cluster cluster = ideal_cluster(64, 8);
+  const double expected[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    DsConfig c = config(zero_json(stage), 64);
+    MemoryReport r = analyze_memory(model, cluster, c, Workload{1, true});
+    CHECK(r.gpu_model_state_bytes == Approx(expected[stage]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("stage 2 step peak is 2Ψ + 20Ψ/N as DeepSpeed allocates it", "[memory]") {
+  // ref §2.1 [derived] table: inside step(), 16-bit params 2Ψ, fp32 master 4Ψ/N, Adam 8Ψ/N,
+  // grads_in_partition 2Ψ/N, the flattened copy 2Ψ/N and its fp32 cast 4Ψ/N = 2Ψ + 20Ψ/N.
+  // Ψ = 1,048,576,000 on 8 GPUs: 2,097,152,000 + 2,621,440,000 = 4,718,592,000 bytes.
+  const models::Model model = one_tensor_model(1'048'576'000);
+  DsConfig c = config(zero_json(2), 8);
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  CHECK(r.phases[2][Tier::kGpu].total() == Approx(4'718'592'000.0).epsilon(1e-12));
+  CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == Approx(4.0 * 1'048'576'000 / 8));
+}
+
+TEST_CASE("stage 1/2 IPG buckets double with overlap_comm, stage 3's do not", "[memory]") {
+  // ref §2.1 item 4 and §2.2 item 5: reduce_bucket_size 5e7 elements x 2 bytes = 100 MB per
+  // buffer; stage 2 with overlap_comm allocates two, stage 3 always one.
+  const models::Model model = one_tensor_model(40'000'000);
+  auto buckets = [&](int stage, bool overlap) {
+    DsConfig c = config(zero_json(stage, R"(, "reduce_bucket_size": 50000000, "overlap_comm": )" +
+                                             std::string(overlap ? "true" : "false")),
+                        8);
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+    return r.phases[1][Tier::kGpu][Category::kBuckets];
+  };
+  // Stage 2 backward: IPG buffers + the flatten copy of one bucket (min(B, Ψ) = 4e7 elements).
+  CHECK(buckets(2, false) == Approx(100e6 + 80e6));
+  CHECK(buckets(2, true) == Approx(200e6 + 80e6));
+  // Stage 3: one IPG buffer + the interleaved copy of one bucket.
+  CHECK(buckets(3, false) == Approx(100e6 + 80e6));
+  CHECK(buckets(3, true) == Approx(100e6 + 80e6));
+}
+
+TEST_CASE("optimizer offload moves 18Ψ/N (+2Ψ/N params) to the host", "[memory]") {
+  // ref §2.2 [derived]: stage 3 offload_optimizer=cpu: fp32 master 4 + fp32 grads 4 + 16-bit
+  // grad buffer 2 pinned, Adam m, v 8 pageable = 18 bytes per partition element; offload_param
+  // adds the 2-byte parameter partition (pinned). Per node: x 8 ranks.
+  const models::Model model = one_tensor_model(800'000'000);
+  const double P = 100'000'000;  // 8e8 / 8
+  DsConfig c = config(zero_json(3, R"(, "offload_optimizer": {"device": "cpu"},
+                                        "offload_param": {"device": "cpu"})"),
+                      8);
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  CHECK(r[Tier::kPinnedHost].peak_bytes == Approx(8 * (4 + 4 + 2 + 2) * P));
+  CHECK(r[Tier::kHost].peak_bytes == Approx(8 * 8 * P));
+  CHECK(r.phases[0][Tier::kGpu][Category::kParams16] == 0);
+  CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == 0);
+}
+
+TEST_CASE("NVMe offload puts 16 bytes per partition element on NVMe", "[memory]") {
+  // fp32 params, m, v and fp32 grads are swapped (ref §2.2 "NVMe bytes per rank"); swap buffers:
+  // buffer_count 4 x the largest sub-group (here the whole partition, 1e8) x 4 bytes, pinned.
+  const models::Model model = one_tensor_model(800'000'000);
+  const double P = 100'000'000;
+  DsConfig c = config(zero_json(3, R"(, "offload_optimizer": {"device": "nvme",
+                                        "nvme_path": "/nvme"})"),
+                      8);
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  CHECK(r[Tier::kNvme].peak_bytes == Approx(8 * 16 * P));
+  CHECK(r.phases[0][Tier::kPinnedHost][Category::kSwapBuffers] == Approx(8 * 4 * P * 4));
+}
+
+TEST_CASE("stage 3 per-GPU memory never grows with more GPUs", "[memory][property]") {
+  for (const char* name : {"llama2-7b", "20b", "1.3b"}) {
+    const models::Model model = models::load_model(name);
+    double previous = 0;
+    for (int gpus : {8, 16, 32, 64, 128, 256, 512}) {
+      DsConfig c = config(zero_json(3), gpus, model.shape().hidden);
+      MemoryReport r = analyze_memory(model, ideal_cluster(gpus, gpus / 8), c,
+                                      Workload{2048, true});
+      double peak = r[Tier::kGpu].peak_bytes;
+      if (previous > 0) CHECK(peak <= previous);
+      previous = peak;
+    }
+  }
+}
+
+TEST_CASE("model states shrink stage by stage: 3 <= 2 <= 1 <= 0", "[memory][property]") {
+  for (const char* name : {"125m", "20b", "llama3-8b", "tiny-mlp"}) {
+    const models::Model model = models::load_model(name);
+    for (int gpus : {1, 2, 8, 64}) {
+      double previous = 1e300;
+      for (int stage = 0; stage <= 3; ++stage) {
+        DsConfig c = config(zero_json(stage), gpus, model.shape().hidden);
+        MemoryReport r = analyze_memory(model, ideal_cluster(gpus, (gpus + 7) / 8), c,
+                                        Workload{model.shape().default_seq_len, true});
+        CHECK(r.gpu_model_state_bytes <= previous * (1 + 1e-12));
+        previous = r.gpu_model_state_bytes;
+      }
+    }
+  }
+}
+
+TEST_CASE("activation checkpointing lowers the activation peak", "[memory]") {
+  const models::Model model = models::load_model("llama2-7b");
+  DsConfig plain = config(zero_json(3), 8, 4096);
+  DsConfig ckpt = plain;
+  ckpt.activation_checkpointing.enabled = true;
+  Workload w{4096, true};
+  MemoryReport a = analyze_memory(model, ideal_cluster(8), plain, w);
+  MemoryReport b = analyze_memory(model, ideal_cluster(8), ckpt, w);
+  CHECK(b[Tier::kGpu].peak_bytes < a[Tier::kGpu].peak_bytes);
+  // cpu_checkpointing moves the checkpoints to host memory.
+  DsConfig cpu = ckpt;
+  cpu.activation_checkpointing.cpu_checkpointing = true;
+  MemoryReport h = analyze_memory(model, ideal_cluster(8), cpu, w);
+  CHECK(h[Tier::kGpu].peak_bytes < b[Tier::kGpu].peak_bytes);
+  CHECK(h[Tier::kHost].peak_bytes > b[Tier::kHost].peak_bytes);
+}
+
+TEST_CASE("persistence threshold keeps small parameters gathered in stage 3", "[memory]") {
+  // llama2-7b norms (4096 elements) are persistent at the default 1e5; a threshold of 0 makes
+  // nothing persistent, and one above the largest tensor makes everything persistent.
+  const models::Model model = models::load_model("llama2-7b");
+  auto persistent = [&](const char* threshold) {
+    DsConfig c = config(zero_json(3, std::string(R"(, "stage3_param_persistence_threshold": )") +
+                                         threshold),
+                        8, 4096);
+    return zero_sizes(model, 8, c).persistent;
+  };
+  CHECK(persistent("0") == 0);
+  // 32 layers x 2 norms + the final norm, 4096 elements each.
+  CHECK(persistent("100000") == Approx(65 * 4096));
+  CHECK(persistent("1e12") == Approx(static_cast<double>(model.num_params())));
+}
+
+}  // namespace
+}  // namespace zplan::sim
