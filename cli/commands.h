@@ -16,6 +16,7 @@ using Action = std::function<int()>;
 // Each adds its subcommand to `app` and returns the slot main() runs if it is chosen.
 void setup_memory_command(CLI::App& app, Action* action);
 void setup_models_command(CLI::App& app, Action* action);
+void setup_simulate_command(CLI::App& app, Action* action);
 
 }  // namespace zplan::cli
 

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   Action action;
   setup_memory_command(app, &action);
   setup_models_command(app, &action);
+  setup_simulate_command(app, &action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,197 @@
+// `zplan simulate`: one optimizer step of one configuration, simulated event by event: step time,
+// throughput, TFLOP/s and MFU, where the time goes, memory per tier, and a Perfetto trace.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "cli/describe.h"
+#include "cli/table.h"
+#include "models/atomic_file.h"
+#include "models/input_error.h"
+#include "sim/simulate.h"
+#include "sim/trace_writer.h"
+
+namespace zplan::cli {
+
+namespace {
+
+struct SimulateCliOptions {
+  SetupOptions setup;
+  bool json = false;
+  std::string trace;
+  bool force = false;
+  bool every_micro_step = false;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+nlohmann::json breakdown_json(const sim::MemoryBreakdown& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int c = 0; c < sim::kNumCategories; ++c) {
+    if (b.bytes[c] != 0) j[sim::category_name(static_cast<sim::Category>(c))] = std::llround(b.bytes[c]);
+  }
+  return j;
+}
+
+nlohmann::json result_json(const sim::StepResult& r) {
+  nlohmann::json j;
+  j["step_time_s"] = r.step_time_s;
+  j["micro_step_s"] = r.micro_step_s;
+  j["micro_step_repeats"] = r.micro_step_repeats;
+  j["samples_per_s"] = r.samples_per_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
+  j["bottleneck"] = r.bottleneck();
+  nlohmann::json path = nlohmann::json::object();
+  for (int i = 0; i < sim::kNumPathParts; ++i) {
+    path[sim::path_part_name(static_cast<sim::PathPart>(i))] = r.critical_path_s[i];
+  }
+  j["critical_path_s"] = path;
+  nlohmann::json res = nlohmann::json::object();
+  for (int i = 0; i < sim::kNumResources; ++i) {
+    res[sim::resource_name(static_cast<sim::Resource>(i))] = {
+        {"busy_s", r.resources[i].busy_s}, {"exposed_s", r.resources[i].exposed_s}};
+  }
+  j["resources"] = res;
+  j["wire_bytes_per_rank"] = std::llround(r.wire_bytes);
+  nlohmann::json mem = nlohmann::json::object();
+  for (int t = 0; t < sim::kNumTiers; ++t) {
+    mem[sim::tier_name(static_cast<sim::Tier>(t))] = {{"peak_bytes", std::llround(r.peak_bytes[t])},
+                                                     {"at_peak", breakdown_json(r.at_peak[t])},
+                                                     {"steady", breakdown_json(r.steady[t])}};
+  }
+  j["memory"] = mem;
+  j["fits"] = r.fits;
+  j["tasks"] = r.tasks;
+  j["events"] = r.events;
+  return j;
+}
+
+void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
+  out << strformat("  step time        %.3f s", r.step_time_s);
+  if (r.micro_step_s.size() > 1) {
+    out << " (micro-steps:";
+    for (size_t i = 0; i < r.micro_step_s.size(); ++i) {
+      out << strformat(" %s%.3f s", r.micro_step_repeats[i] > 1 ? (std::to_string(r.micro_step_repeats[i]) + " x ").c_str() : "", r.micro_step_s[i]);
+    }
+    out << ")";
+  }
+  out << '\n';
+  out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", r.samples_per_s,
+                   r.tokens_per_s);
+  out << strformat("  TFLOP/s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.0f TFLOP/s)\n",
+                   r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu,
+                   (s.config.precision == sim::Precision::kFp32
+                        ? s.cluster.profile.gpu.peak_fp32_flops_per_s
+                        : s.cluster.profile.gpu.peak_flops_per_s) / 1e12);
+  out << "  time goes to     " << r.bottleneck() << "\n\n";
+  Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
+  for (int i = 0; i < sim::kNumResources; ++i) {
+    const sim::ResourceUse& u = r.resources[i];
+    if (u.busy_s <= 0) continue;
+    t.add_row({sim::resource_name(static_cast<sim::Resource>(i)), strformat("%.3f", u.busy_s),
+               i == 0 ? "-" : strformat("%.3f", u.exposed_s),
+               strformat("%.0f", 100 * u.busy_s / r.step_time_s)});
+  }
+  t.print(out, "  ");
+  if (r.wire_bytes > 0) {
+    out << strformat("\n  collectives send %.2f GB per rank per step:", r.wire_bytes / 1e9);
+    for (int k = 0; k < sim::kNumTaskKinds; ++k) {
+      if (r.wire_bytes_by_kind[k] > 0) {
+        out << strformat(" %s %.2f GB", sim::task_kind_name(static_cast<sim::TaskKind>(k)),
+                         r.wire_bytes_by_kind[k] / 1e9);
+      }
+    }
+    out << '\n';
+  }
+  out << "\n  memory (simulated peak over the step; GPU per GPU, host and NVMe per node):\n";
+  static const char* const kNames[sim::kNumTiers] = {"GPU", "pinned host", "host", "NVMe"};
+  for (int tier = 0; tier < sim::kNumTiers; ++tier) {
+    if (r.peak_bytes[tier] <= 0) continue;
+    const sim::MemoryBreakdown& b = r.at_peak[tier];
+    std::string parts;
+    for (int c = 0; c < sim::kNumCategories; ++c) {
+      if (b.bytes[c] / r.peak_bytes[tier] < 0.005) continue;
+      if (!parts.empty()) parts += ", ";
+      parts += strformat("%s %.1f", sim::category_name(static_cast<sim::Category>(c)),
+                         b.bytes[c] / kGiB);
+    }
+    out << strformat("    %-12s %7.1f GiB  (%s)\n", kNames[tier], r.peak_bytes[tier] / kGiB,
+                     parts.c_str());
+  }
+  const auto& prof = s.cluster.profile;
+  const double gpu_peak = r.peak_bytes[0];
+  if (r.fits) {
+    out << strformat("  fits: GPU %.1f of %.1f GiB, host %.1f of %.0f GiB per node\n",
+                     gpu_peak / kGiB, prof.gpu.memory_bytes / kGiB, r.host_peak_bytes / kGiB,
+                     prof.node.host_memory_bytes / kGiB);
+  } else {
+    out << "  DOES NOT FIT:";
+    if (gpu_peak > prof.gpu.memory_bytes) {
+      sim::Category dom = r.at_peak[0].dominant();
+      out << strformat(" GPU short by %.1f GiB (peak %.1f of %.1f GiB; %s dominate, %.0f%%)",
+                       (gpu_peak - prof.gpu.memory_bytes) / kGiB, gpu_peak / kGiB,
+                       prof.gpu.memory_bytes / kGiB, sim::category_name(dom),
+                       100 * r.at_peak[0][dom] / gpu_peak);
+    }
+    if (r.host_peak_bytes > prof.node.host_memory_bytes) {
+      out << strformat(" host short by %.1f GiB per node",
+                       (r.host_peak_bytes - prof.node.host_memory_bytes) / kGiB);
+    }
+    if (r.peak_bytes[3] > prof.node.nvme_capacity_bytes) {
+      out << strformat(" NVMe short by %.1f GiB per node",
+                       (r.peak_bytes[3] - prof.node.nvme_capacity_bytes) / kGiB);
+    }
+    out << "\n  (the times above are what the step would take if it fit)\n";
+  }
+  out << strformat("  simulated %zu tasks, %llu events\n", r.tasks,
+                   static_cast<unsigned long long>(r.events));
+}
+
+int run_simulate(const SimulateCliOptions& o) {
+  if (!o.trace.empty() && !o.force && path_exists(o.trace)) {
+    throw InputError(o.trace, "exists; pass --force to replace it");
+  }
+  Setup s = resolve_setup(o.setup);
+  sim::SimulateOptions so;
+  so.every_micro_step = o.every_micro_step;
+  std::unique_ptr<sim::TraceWriter> trace;
+  if (!o.trace.empty()) {
+    trace = std::make_unique<sim::TraceWriter>(s.model);
+    so.trace = trace.get();
+  }
+  sim::StepResult r = sim::simulate_step(s.model, s.cluster, s.config, s.workload, so);
+  if (trace) write_file_atomically(o.trace, trace->json(), o.force);
+  if (o.json) {
+    nlohmann::json j = setup_to_json(s);
+    j["result"] = result_json(r);
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::cout << "zplan simulate: " << describe_run(s.model, s.cluster) << '\n'
+            << "  " << describe_config(s.config, s.workload) << "\n\n";
+  print_result(std::cout, s, r);
+  if (trace) std::cout << "  trace written to " << o.trace << " (open it in ui.perfetto.dev)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void setup_simulate_command(CLI::App& app, Action* action) {
+  auto options = std::make_shared<SimulateCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "simulate one optimizer step: time, throughput, where time goes, memory, trace");
+  add_setup_options(*sub, options->setup, /*zero_flags=*/true);
+  sub->add_flag("--json", options->json, "print JSON instead of tables");
+  sub->add_option("--trace", options->trace,
+                  "write a Chrome/Perfetto trace of the step (every micro-step) to this file");
+  sub->add_flag("--force", options->force, "replace an existing --trace file");
+  sub->add_flag("--every-micro-step", options->every_micro_step,
+                "simulate all micro-steps instead of the distinct ones (same result, slower)");
+  sub->callback([options, action] { *action = [options] { return run_simulate(*options); }; });
+}
+
+}  // namespace zplan::cli

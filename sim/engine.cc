@@ -1,0 +1,233 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+
+namespace zplan::sim {
+
+void Simulator::run(const StepGraph& graph, const EngineOptions& options, EngineResult* result) {
+  graph_ = &graph;
+  result_ = result;
+  record_memory_ = options.record_memory;
+  queue_ = EventQueue(options.shuffle_seed);
+  const auto& tasks = graph.tasks();
+  const size_t n = tasks.size();
+  queue_.reserve(n + 16);
+  now_ = SimTime{};
+  deps_left_.assign(graph.in_degree().begin(), graph.in_degree().end());
+  version_.assign(n, 0);
+  remaining_.assign(n, 0.0);
+  last_dep_.assign(n, kNoTask);
+  head_.fill(0);
+  running_.fill(kNoTask);
+  previous_.fill(kNoTask);
+  dirty_.fill(true);
+  for (LinkState& l : links_) {
+    l.active.clear();
+    l.updated = SimTime{};
+  }
+  memory_ = graph.baseline;
+  memory_changed_ = true;
+  ended_ = 0;
+  comm_active_ = 0;
+  compute_rate_ = 1;
+  compute_updated_ = SimTime{};
+
+  result->timing.assign(n, TaskTiming{});
+  result->events = 0;
+  result->samples.clear();
+  for (int t = 0; t < kNumTiers; ++t) {
+    result->peak[t] = memory_[t].total();
+    result->at_peak[t] = memory_[t];
+    result->peak_at[t] = SimTime{};
+  }
+
+  start_ready();
+  while (!queue_.empty()) {
+    Event e = queue_.pop();
+    if (e.at > now_) {
+      close_instant();
+      now_ = e.at;
+    }
+    ++result->events;
+    if (e.version == version_[e.target]) {  // else: rescheduled since, a stale event
+      const Task& t = tasks[e.target];
+      if (e.kind == kLatencyDone && t.link != LinkSlot::kNone && t.work_s > 0 && !slowed(t)) {
+        join_link(e.target);
+      } else {
+        if (t.link != LinkSlot::kNone && e.kind == kBandwidthDone) leave_link(e.target);
+        end_task(e.target);
+      }
+    }
+    // Start what became ready once every event of this instant is handled.
+    if (queue_.empty() || queue_.top_time() > now_) start_ready();
+  }
+  close_instant();
+  if (ended_ != n) {
+    // A builder bug: a resource's program order contradicts the dependencies.
+    std::fprintf(stderr, "zplan: internal error: step graph deadlocked (%zu of %zu tasks ran)\n",
+                 ended_, n);
+    std::abort();
+  }
+  result->end = now_;
+  result->final_memory = memory_;
+}
+
+void Simulator::start_ready() {
+  // Resources in a fixed order: which one starts first within an instant never matters, because
+  // their tasks are independent until one of them ends.
+  for (int r = 0; r < kNumResources; ++r) {
+    if (!dirty_[r] || running_[r] != kNoTask) continue;
+    dirty_[r] = false;
+    const std::vector<TaskId>& order = graph_->resource_order()[r];
+    if (head_[r] >= order.size()) continue;
+    TaskId id = order[head_[r]];
+    if (deps_left_[id] != 0) continue;  // its last dependency will mark the resource again
+    ++head_[r];
+    start_task(id);
+  }
+}
+
+void Simulator::start_task(TaskId id) {
+  const Task& t = graph_->tasks()[id];
+  const int r = static_cast<int>(t.resource);
+  TaskTiming& timing = result_->timing[id];
+  timing.start = now_;
+  // Whichever ended later released this task: its last dependency or its resource predecessor.
+  TaskId dep = last_dep_[id];
+  TaskId prev = previous_[r];
+  if (dep == kNoTask) {
+    timing.released_by = prev;
+  } else if (prev == kNoTask) {
+    timing.released_by = dep;
+  } else {
+    timing.released_by = result_->timing[prev].end > result_->timing[dep].end ? prev : dep;
+  }
+  running_[r] = id;
+  apply_effects(t, /*at_end=*/false);
+  if (slowed(t)) {
+    remaining_[id] = t.latency_s + t.work_s;
+    compute_updated_ = now_;
+    queue_.push(now_ + to_duration(remaining_[id] / compute_rate_), id, version_[id],
+                kBandwidthDone);
+    return;
+  }
+  if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(+1);
+  SimDuration latency = to_duration(t.latency_s);
+  if (t.link == LinkSlot::kNone) {
+    // A task without a shared link lasts latency + work.
+    queue_.push(now_ + latency + to_duration(t.work_s), id, version_[id], kBandwidthDone);
+  } else {
+    queue_.push(now_ + latency, id, version_[id], kLatencyDone);
+  }
+}
+
+void Simulator::end_task(TaskId id) {
+  const Task& t = graph_->tasks()[id];
+  const int r = static_cast<int>(t.resource);
+  result_->timing[id].end = now_;
+  apply_effects(t, /*at_end=*/true);
+  if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(-1);
+  running_[r] = kNoTask;
+  previous_[r] = id;
+  dirty_[r] = true;
+  ++ended_;
+  const DagGraph& g = graph_->dag();
+  for (auto [it, end] = boost::out_edges(static_cast<DagGraph::vertex_descriptor>(id), g); it != end;
+       ++it) {
+    TaskId next = static_cast<TaskId>(boost::target(*it, g));
+    last_dep_[next] = id;  // ends are processed in time order: the last one to arrive is latest
+    if (--deps_left_[next] == 0) dirty_[static_cast<int>(graph_->tasks()[next].resource)] = true;
+  }
+}
+
+void Simulator::apply_effects(const Task& t, bool at_end) {
+  const auto& effects = graph_->effects();
+  for (uint32_t i = t.effects_begin; i < t.effects_begin + t.effects_count; ++i) {
+    const MemEffect& e = effects[i];
+    if (e.at_end != at_end) continue;
+    memory_[static_cast<int>(e.tier)][e.category] += e.bytes;
+    memory_changed_ = true;
+  }
+}
+
+void Simulator::close_instant() {
+  if (!memory_changed_) return;
+  memory_changed_ = false;
+  MemorySample sample;
+  sample.at = now_;
+  for (int t = 0; t < kNumTiers; ++t) {
+    double total = memory_[t].total();
+    sample.bytes[t] = total;
+    if (total > result_->peak[t]) {
+      result_->peak[t] = total;
+      result_->at_peak[t] = memory_[t];
+      result_->peak_at[t] = now_;
+    }
+  }
+  if (record_memory_) result_->samples.push_back(sample);
+}
+
+bool Simulator::slowed(const Task& t) const {
+  return t.resource == Resource::kCompute && !is_collective(t.kind) && t.link == LinkSlot::kNone;
+}
+
+void Simulator::set_comm_active(int delta) {
+  const bool was = comm_active_ > 0;
+  comm_active_ += delta;
+  const bool is = comm_active_ > 0;
+  if (was == is) return;
+  // The running compute task changes speed: account for its progress so far, then reschedule.
+  TaskId c = running_[static_cast<int>(Resource::kCompute)];
+  const double rate = is ? 1 - graph_->comm_compute_slowdown : 1.0;
+  if (c != kNoTask && slowed(graph_->tasks()[c])) {
+    remaining_[c] -= to_seconds(now_ - compute_updated_) * compute_rate_;
+    compute_updated_ = now_;
+    ++version_[c];
+    queue_.push(now_ + to_duration(std::max(0.0, remaining_[c]) / rate), c, version_[c],
+                kBandwidthDone);
+  }
+  compute_rate_ = rate;
+}
+
+// Processor sharing: every active flow on a link progresses at 1/n of the full rate.
+void Simulator::advance_link(int link) {
+  LinkState& l = links_[link];
+  if (!l.active.empty()) {
+    double progress = to_seconds(now_ - l.updated) / static_cast<double>(l.active.size());
+    for (TaskId f : l.active) remaining_[f] -= progress;
+  }
+  l.updated = now_;
+}
+
+void Simulator::reschedule_link(int link) {
+  LinkState& l = links_[link];
+  double share = static_cast<double>(l.active.size());
+  for (TaskId f : l.active) {
+    ++version_[f];
+    queue_.push(now_ + to_duration(std::max(0.0, remaining_[f]) * share), f, version_[f],
+                kBandwidthDone);
+  }
+}
+
+void Simulator::join_link(TaskId id) {
+  const Task& t = graph_->tasks()[id];
+  int link = static_cast<int>(t.link);
+  advance_link(link);
+  remaining_[id] = t.work_s;
+  links_[link].active.push_back(id);
+  reschedule_link(link);
+}
+
+void Simulator::leave_link(TaskId id) {
+  int link = static_cast<int>(graph_->tasks()[id].link);
+  advance_link(link);
+  auto& active = links_[link].active;
+  auto it = std::find(active.begin(), active.end(), id);
+  if (it != active.end()) active.erase(it);
+  reschedule_link(link);
+}
+
+}  // namespace zplan::sim

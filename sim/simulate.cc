@@ -1,0 +1,173 @@
+#include "sim/simulate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "sim/step_builder.h"
+#include "sim/trace_writer.h"
+
+namespace zplan::sim {
+
+namespace {
+
+PathPart path_part(const Task& t) {
+  switch (t.kind) {
+    case TaskKind::kAllGather:
+      return PathPart::kAllGather;
+    case TaskKind::kAllReduce:
+    case TaskKind::kReduceScatter:
+    case TaskKind::kReduce:
+    case TaskKind::kBucketCopy:
+      return PathPart::kReduce;
+    case TaskKind::kH2D:
+    case TaskKind::kD2H:
+      return PathPart::kHostCopy;
+    case TaskKind::kOptimizerCpu:
+      return PathPart::kCpuOptimizer;
+    case TaskKind::kNvmeRead:
+    case TaskKind::kNvmeWrite:
+      return PathPart::kNvme;
+    case TaskKind::kGradAccumulate:
+      return t.resource == Resource::kCompute ? PathPart::kCompute : PathPart::kReduce;
+    default:
+      return PathPart::kCompute;
+  }
+}
+
+// Time `r`'s tasks ran while the compute stream ran nothing. Both resources run one task at a
+// time in program order, so their intervals are sorted and disjoint: a merge walk suffices.
+double exposed_time(const StepGraph& g, const EngineResult& er, Resource r) {
+  const auto& comp = g.resource_order()[static_cast<int>(Resource::kCompute)];
+  const auto& mine = g.resource_order()[static_cast<int>(r)];
+  double exposed = 0;
+  size_t ci = 0;
+  for (TaskId id : mine) {
+    SimTime s = er.timing[id].start, e = er.timing[id].end;
+    SimDuration covered{0};
+    while (ci < comp.size() && er.timing[comp[ci]].end <= s) ++ci;
+    for (size_t k = ci; k < comp.size(); ++k) {
+      SimTime cs = er.timing[comp[k]].start, ce = er.timing[comp[k]].end;
+      if (cs >= e) break;
+      covered += std::min(e, ce) - std::max(s, cs);
+    }
+    exposed += to_seconds((e - s) - covered);
+  }
+  return exposed;
+}
+
+}  // namespace
+
+const char* path_part_name(PathPart part) {
+  static const char* const kNames[kNumPathParts] = {
+      "compute", "all-gather", "gradient reduction", "host copies", "CPU optimizer", "NVMe"};
+  return kNames[static_cast<int>(part)];
+}
+
+std::string StepResult::bottleneck() const {
+  if (step_time_s <= 0) return "empty step";
+  std::vector<std::pair<double, int>> parts;
+  for (int i = 0; i < kNumPathParts; ++i) parts.emplace_back(critical_path_s[i], i);
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string out;
+  for (const auto& [seconds, i] : parts) {
+    double share = 100.0 * seconds / step_time_s;
+    if (share < 1.0) continue;
+    if (!out.empty()) out += ", ";
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f%%", i == 0 ? "" : "exposed ",
+                  path_part_name(static_cast<PathPart>(i)), share);
+    out += buf;
+  }
+  return out;
+}
+
+StepResult simulate_step(const models::Model& model, const hardware::Cluster& cluster,
+                         const DsConfig& config, const Workload& workload,
+                         const SimulateOptions& options) {
+  StepBuilder builder(model, cluster, config, workload);
+  StepResult res;
+  const int gas = static_cast<int>(config.gradient_accumulation_steps);
+  std::vector<std::pair<int, int>> steps;
+  const bool observed = options.trace != nullptr || static_cast<bool>(options.observer);
+  if (options.every_micro_step || observed) {
+    for (int i = 0; i < gas; ++i) steps.emplace_back(i, 1);
+  } else {
+    steps = builder.distinct_micro_steps();
+  }
+  const double per_node = cluster.gpus_per_node();
+  Simulator simulator;
+  StepGraph graph;
+  EngineResult er;
+  EngineOptions eo;
+  eo.shuffle_seed = options.shuffle_seed;
+  eo.record_memory = observed;
+  double offset_s = 0;
+  bool first = true;
+  for (const auto& [ms, repeat] : steps) {
+    builder.build(ms, &graph);
+    simulator.run(graph, eo, &er);
+    const double dur = to_seconds(er.end);
+    res.micro_step_s.push_back(dur);
+    res.micro_step_repeats.push_back(repeat);
+    res.step_time_s += dur * repeat;
+    res.tasks += graph.tasks().size();
+    res.events += er.events;
+    const auto& tasks = graph.tasks();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const Task& t = tasks[i];
+      double busy = to_seconds(er.timing[i].end - er.timing[i].start);
+      res.resources[static_cast<int>(t.resource)].busy_s += busy * repeat;
+      res.wire_bytes += t.wire_bytes * repeat;
+      res.wire_bytes_by_kind[static_cast<int>(t.kind)] += t.wire_bytes * repeat;
+    }
+    for (int r = 1; r < kNumResources; ++r) {
+      res.resources[r].exposed_s += exposed_time(graph, er, static_cast<Resource>(r)) * repeat;
+    }
+    // The critical path: from the task that ended last, back through what released each task.
+    TaskId cur = kNoTask;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (cur == kNoTask || er.timing[i].end > er.timing[cur].end) cur = static_cast<TaskId>(i);
+    }
+    while (cur != kNoTask) {
+      double d = to_seconds(er.timing[cur].end - er.timing[cur].start);
+      res.critical_path_s[static_cast<int>(path_part(tasks[cur]))] += d * repeat;
+      cur = er.timing[cur].released_by;
+    }
+    for (int t = 0; t < kNumTiers; ++t) {
+      double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
+      if (first || er.peak[t] * scale > res.peak_bytes[t]) {
+        res.peak_bytes[t] = er.peak[t] * scale;
+        res.at_peak[t] = er.at_peak[t].scaled(scale);
+      }
+      if (first) res.steady[t] = persistent_memory(builder.sizes(), cluster, config)[t].scaled(scale);
+    }
+    if (options.trace != nullptr) options.trace->add(graph, er, offset_s, per_node);
+    if (options.observer) options.observer(graph, er, offset_s);
+    offset_s += dur;
+    first = false;
+  }
+  // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
+  const double samples = static_cast<double>(config.train_batch_size);
+  res.samples_per_s = samples / res.step_time_s;
+  res.tokens_per_s = res.samples_per_s * static_cast<double>(workload.seq_len);
+  res.model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
+  res.hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
+  res.tflops_per_gpu = res.model_flops_per_gpu / res.step_time_s / 1e12;
+  const double peak = config.precision == Precision::kFp32
+                          ? cluster.profile.gpu.peak_fp32_flops_per_s
+                          : cluster.profile.gpu.peak_flops_per_s;
+  res.mfu = res.model_flops_per_gpu / res.step_time_s / peak;
+  res.hfu = res.hardware_flops_per_gpu / res.step_time_s / peak;
+  res.analytic = analyze_memory(model, cluster, config, workload);
+  res.host_peak_bytes = res.peak_bytes[static_cast<int>(Tier::kPinnedHost)] +
+                        res.peak_bytes[static_cast<int>(Tier::kHost)];
+  const auto& prof = cluster.profile;
+  res.fits = res.peak_bytes[static_cast<int>(Tier::kGpu)] <= prof.gpu.memory_bytes &&
+             res.host_peak_bytes <= prof.node.host_memory_bytes &&
+             res.peak_bytes[static_cast<int>(Tier::kNvme)] <= prof.node.nvme_capacity_bytes;
+  if (options.trace != nullptr) options.trace->finish();
+  return res;
+}
+
+}  // namespace zplan::sim

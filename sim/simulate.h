@@ -1,0 +1,90 @@
+// simulate_step(): one optimizer step of a configuration, simulated event by event, and what
+// users want to know about it -- time, throughput, where the time goes, memory over time.
+//
+// Micro-steps end in a synchronization, so an optimizer step is a sequence of independent
+// micro-step simulations. By default only the distinct ones are simulated (the first, one middle
+// one standing for all middle ones, the last with the optimizer step) and the middle one is
+// counted gas - 2 times; SimulateOptions::every_micro_step simulates all of them, with the same
+// result (a test), and is what the trace shows.
+#ifndef ZPLAN_SIM_SIMULATE_H_
+#define ZPLAN_SIM_SIMULATE_H_
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hardware/profile.h"
+#include "models/model.h"
+#include "sim/engine.h"
+#include "sim/memory_model.h"
+#include "sim/step_graph.h"
+#include "sim/zero_config.h"
+
+namespace zplan::sim {
+
+class TraceWriter;
+
+// Called after each simulated micro-step with its graph, its timings and memory samples, and
+// where it starts within the optimizer step. Observers see every micro-step in order.
+using MicroStepObserver =
+    std::function<void(const StepGraph& graph, const EngineResult& result, double offset_s)>;
+
+struct SimulateOptions {
+  bool every_micro_step = false;
+  uint64_t shuffle_seed = 0;     // tests: shuffle equal-time events
+  TraceWriter* trace = nullptr;  // if set, receives every task and memory sample (implies
+                                 // every_micro_step)
+  MicroStepObserver observer;    // if set: like trace (implies every_micro_step and memory
+                                 // samples)
+};
+
+struct ResourceUse {
+  double busy_s = 0;     // time it ran tasks
+  double exposed_s = 0;  // time it ran while the compute stream was idle (not overlapped)
+};
+
+// Where the step's critical path spends its time, by kind of work.
+enum class PathPart { kCompute, kAllGather, kReduce, kHostCopy, kCpuOptimizer, kNvme };
+inline constexpr int kNumPathParts = 6;
+const char* path_part_name(PathPart part);  // "compute", "all-gather", "reduction", ...
+
+struct StepResult {
+  double step_time_s = 0;
+  std::vector<double> micro_step_s;  // the simulated micro-steps (distinct ones by default)
+  std::vector<int> micro_step_repeats;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_flops_per_gpu = 0;     // per optimizer step: 3 x forward, no recompute
+  double hardware_flops_per_gpu = 0;  // with the recomputed forward
+  double tflops_per_gpu = 0;          // model FLOPs / step time
+  double mfu = 0;                     // tflops_per_gpu / peak
+  double hfu = 0;                     // hardware FLOPs / step time / peak
+  std::array<ResourceUse, kNumResources> resources{};
+  std::array<double, kNumPathParts> critical_path_s{};  // sums to step_time_s
+  double wire_bytes = 0;  // bytes each rank sent in collectives per optimizer step
+  std::array<double, kNumTaskKinds> wire_bytes_by_kind{};
+  // Simulated memory: peak per tier (GPU per GPU, host tiers and NVMe per node), the breakdown
+  // at the peak, and what exists before the first task (the steady model states).
+  std::array<double, kNumTiers> peak_bytes{};
+  std::array<MemoryBreakdown, kNumTiers> at_peak{};
+  std::array<MemoryBreakdown, kNumTiers> steady{};
+  MemoryReport analytic;  // the analytic model's view, for the verdict and comparison
+  double host_peak_bytes = 0;
+  bool fits = true;
+  size_t tasks = 0;
+  uint64_t events = 0;
+
+  // One line: what the step time is made of, e.g.
+  // "compute 64%, exposed all-gather 29%, exposed reduce-scatter 5%, CPU optimizer 2%".
+  std::string bottleneck() const;
+};
+
+// REQUIRES: config passed validate_ds_config for cluster.gpus.
+StepResult simulate_step(const models::Model& model, const hardware::Cluster& cluster,
+                         const DsConfig& config, const Workload& workload,
+                         const SimulateOptions& options = {});
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_SIMULATE_H_

@@ -1,0 +1,559 @@
+// The step-graph builder for every stage. Stage 3's forward and backward are in
+// step_builder_stage3.cc; this file holds the shared pieces, stages 0-2 and the optimizer step.
+// "ref §x" = reference/deepspeed_internals.md.
+#include "sim/step_builder.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "hardware/cost_model.h"
+#include "sim/step_builder_internal.h"
+
+namespace zplan::sim {
+
+using hardware::Collective;
+
+StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
+                         const DsConfig& config, const Workload& workload)
+    : model_(model), cluster_(cluster), config_(config), workload_(workload) {
+  sizes_ = zero_sizes(model, cluster.gpus, config);
+  persistent_ = persistent_memory(sizes_, cluster, config);
+  acts_ = plan_activations(model, config, workload);
+  pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);
+  layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
+  for (size_t p = pieces_.size(); p-- > 0;) layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
+  const double fwd = model.forward_flops(workload.seq_len, config.micro_batch);
+  model_flops_ = 3 * fwd;
+  double recomputed = 0;
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    if (acts_.checkpointed[i]) {
+      recomputed += model.layer_forward_flops(i, workload.seq_len, config.micro_batch);
+    }
+  }
+  hardware_flops_ = model_flops_ + recomputed;
+  ranks_per_node_ = cluster.gpus_per_node();
+  cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
+}
+
+std::vector<std::pair<int, int>> StepBuilder::distinct_micro_steps() const {
+  const int gas = static_cast<int>(config_.gradient_accumulation_steps);
+  if (gas == 1) return {{0, 1}};
+  if (gas == 2) return {{0, 1}, {1, 1}};
+  return {{0, 1}, {1, gas - 2}, {gas - 1, 1}};
+}
+
+hardware::CollectiveCost StepBuilder::collective(Collective op, double bytes) const {
+  for (const CostEntry& e : cost_cache_) {
+    if (e.op == op && e.bytes == bytes) return e.cost;
+  }
+  hardware::CollectiveCost c = hardware::collective_cost(cluster_, op, bytes);
+  cost_cache_.push_back(CostEntry{op, bytes, c});
+  return c;
+}
+
+Task StepBuilder::collective_task(TaskKind kind, Resource resource, Collective op,
+                                  double bytes) const {
+  hardware::CollectiveCost c = collective(op, bytes);
+  Task t;
+  t.kind = kind;
+  t.resource = resource;
+  t.latency_s = c.latency_s;
+  t.work_s = c.transfer_s;
+  t.link = c.link == hardware::Link::kNetwork ? LinkSlot::kNetwork : LinkSlot::kIntraNode;
+  t.bytes = bytes;
+  // Bytes each rank sends, by nccl-tests' bus-bandwidth factors (ref nccl_hardware §2.1).
+  const double n = cluster_.gpus;
+  t.wire_bytes = (op == Collective::kAllReduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
+  return t;
+}
+
+Task StepBuilder::copy_task(TaskKind kind, Resource resource, double bytes) const {
+  const hardware::NodeSpec& node = cluster_.profile.node;
+  Task t;
+  t.kind = kind;
+  t.resource = resource;
+  t.bytes = bytes;
+  switch (kind) {
+    case TaskKind::kH2D:
+      t.link = LinkSlot::kPcieH2D;
+      t.work_s = hardware::h2d_time_s(node, bytes, /*pinned=*/true);
+      break;
+    case TaskKind::kD2H:
+      t.link = LinkSlot::kPcieD2H;
+      t.work_s = hardware::d2h_time_s(node, bytes, /*pinned=*/true);
+      break;
+    case TaskKind::kNvmeRead:
+      t.link = LinkSlot::kNvme;
+      t.work_s = hardware::nvme_read_time_s(node, bytes, ranks_per_node_);
+      break;
+    case TaskKind::kNvmeWrite:
+      t.link = LinkSlot::kNvme;
+      t.work_s = hardware::nvme_write_time_s(node, bytes, ranks_per_node_);
+      break;
+    default:
+      assert(false && "not a copy");
+  }
+  return t;
+}
+
+Task StepBuilder::memory_task(TaskKind kind, Resource resource, double bytes) const {
+  Task t;
+  t.kind = kind;
+  t.resource = resource;
+  t.bytes = bytes;
+  t.work_s = hardware::memory_bound_time_s(cluster_.profile.gpu, bytes);
+  return t;
+}
+
+void StepBuilder::build(int micro_step, StepGraph* graph) const {
+  *graph = StepGraph();
+  Ctx c;
+  c.g = graph;
+  c.ms = micro_step;
+  c.first = micro_step == 0;
+  c.boundary = micro_step + 1 == config_.gradient_accumulation_steps;
+  c.ckpt_on_host.assign(model_.layers().size(), kNoTaskId);
+  graph->baseline = persistent_;
+  graph->comm_compute_slowdown = cluster_.profile.gpu.comm_compute_slowdown;
+  // Gradients carried from the micro-steps before this one (ref §2.1 items 6-7, §2.3).
+  const double p = sizes_.param_bytes;
+  const bool offload = config_.zero.offload_optimizer.device != OffloadDevice::kNone;
+  if (!c.first) {
+    if (config_.zero.stage <= 1) {
+      graph->baseline[static_cast<int>(Tier::kGpu)][Category::kGrads] += p * sizes_.psi;
+    } else if (config_.zero.stage == 2 && !offload) {
+      graph->baseline[static_cast<int>(Tier::kGpu)][Category::kGrads] +=
+          sizes_.grad_accum_bytes * sizes_.partition;
+    }
+  }
+  if (config_.zero.stage == 3) {
+    build_stage3(c);
+  } else {
+    build_forward_simple(c);
+    build_backward_simple(c);
+  }
+  if (c.boundary) build_optimizer(c);
+  graph->finalize();
+}
+
+// --- Activations, shared by every stage -------------------------------------------------------
+
+void StepBuilder::add_forward_memory(Ctx& c, TaskId t, int layer, bool recompute) const {
+  // Forward of a layer: keeps `kept` until its backward (on the host with cpu_checkpointing,
+  // after a copy), and holds `extra` while it runs. A recompute rebuilds the stored activations
+  // for the backward that follows.
+  const size_t l = static_cast<size_t>(layer);
+  const Tier gpu = Tier::kGpu;
+  if (recompute) {
+    c.g->effect(t, false, gpu, Category::kActivations, acts_.stored[l]);
+    return;
+  }
+  Category kept_cat = acts_.checkpointed[l] ? Category::kCheckpoints : Category::kActivations;
+  c.g->effect(t, false, gpu, kept_cat, acts_.kept[l]);
+  c.g->effect(t, false, gpu, Category::kActivations, acts_.extra[l]);
+  c.g->effect(t, true, gpu, Category::kActivations, -acts_.extra[l]);
+  if (acts_.checkpointed[l] && acts_.checkpoints_on_host && acts_.kept[l] > 0) {
+    // cpu_checkpointing: the checkpoint moves to host memory (ref §6).
+    Task copy = copy_task(TaskKind::kD2H, Resource::kD2H, acts_.kept[l]);
+    copy.micro_step = static_cast<int16_t>(c.ms);
+    copy.layer = layer;
+    TaskId d2h = c.g->add(copy);
+    c.g->depend(d2h, t);
+    c.g->effect(d2h, false, Tier::kHost, Category::kCheckpoints, acts_.kept[l]);
+    c.g->effect(d2h, true, gpu, Category::kCheckpoints, -acts_.kept[l]);
+    c.ckpt_on_host[l] = d2h;
+  }
+}
+
+TaskId StepBuilder::add_recompute(Ctx& c, int layer, TaskId after_compute) const {
+  // Checkpointed layer: bring the checkpoint back (cpu_checkpointing) and recompute the forward.
+  const size_t l = static_cast<size_t>(layer);
+  TaskId h2d = kNoTaskId;
+  if (c.ckpt_on_host[l] != kNoTaskId) {
+    Task copy = copy_task(TaskKind::kH2D, Resource::kH2D, acts_.kept[l]);
+    copy.micro_step = static_cast<int16_t>(c.ms);
+    copy.layer = layer;
+    h2d = c.g->add(copy);
+    c.g->depend(h2d, c.ckpt_on_host[l]);
+    if (after_compute != kNoTaskId) c.g->depend(h2d, after_compute);
+    c.g->effect(h2d, false, Tier::kGpu, Category::kCheckpoints, acts_.kept[l]);
+    c.g->effect(h2d, true, Tier::kHost, Category::kCheckpoints, -acts_.kept[l]);
+  }
+  return h2d;
+}
+
+void StepBuilder::add_backward_memory(Ctx& c, TaskId t, int layer, bool last_piece_of_layer) const {
+  // Workspace while the backward runs; at the end of the layer's last backward piece its stored
+  // (or recomputed) activations and its checkpoint are released.
+  const size_t l = static_cast<size_t>(layer);
+  const Tier gpu = Tier::kGpu;
+  double workspace = acts_.checkpointed[l] ? acts_.extra[l] - acts_.stored[l] : acts_.extra[l];
+  c.g->effect(t, false, gpu, Category::kActivations, workspace);
+  c.g->effect(t, true, gpu, Category::kActivations, -workspace);
+  if (!last_piece_of_layer) return;
+  if (acts_.checkpointed[l]) {
+    c.g->effect(t, true, gpu, Category::kActivations, -acts_.stored[l]);
+    c.g->effect(t, true, gpu, Category::kCheckpoints, -acts_.kept[l]);
+  } else {
+    c.g->effect(t, true, gpu, Category::kActivations, -acts_.kept[l]);
+  }
+}
+
+TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
+  const Piece& pc = pieces_[piece];
+  Task t;
+  t.kind = kind;
+  t.resource = Resource::kCompute;
+  t.micro_step = static_cast<int16_t>(c.ms);
+  t.layer = pc.layer;
+  t.index = piece;
+  t.work_s = kind == TaskKind::kBackward ? pc.bwd_s : pc.fwd_s;
+  t.flops = kind == TaskKind::kBackward ? 2 * pc.fwd_flops : pc.fwd_flops;
+  return c.g->add(t);
+}
+
+// --- Stages 0-2 ----------------------------------------------------------------------------
+
+void StepBuilder::build_forward_simple(Ctx& c) const {
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    TaskId f = add_compute(c, TaskKind::kForward, static_cast<int>(p));
+    add_forward_memory(c, f, pieces_[p].layer, /*recompute=*/false);
+  }
+}
+
+void StepBuilder::build_backward_simple(Ctx& c) const {
+  const ZeroConfig& z = config_.zero;
+  const double p = sizes_.param_bytes;
+  const double a = sizes_.grad_accum_bytes;
+  const double P = sizes_.partition;
+  const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
+  const bool gas = config_.gradient_accumulation_steps > 1;
+  const Tier gpu = Tier::kGpu;
+  // Stage 1 reduces at the boundary only; stage 2 every micro-step (engine.allreduce_gradients,
+  // ref §4.2). Stage 0 all-reduces after backward, at the boundary.
+  const bool bucketed = (z.stage == 2) || (z.stage == 1 && c.boundary);
+  // Stage 1 without overlap_comm reduces after the whole backward (reduce_gradients); stage 2
+  // reduces from the hooks, on the compute stream when overlap_comm is off.
+  const bool after_backward = z.stage == 1 && !z.overlap_comm;
+  const Resource stream = z.overlap_comm ? Resource::kReduceStream : Resource::kCompute;
+  // IPG buffers (setup_buckets, ref §2.1 item 4): doubled with overlap_comm, which alternates
+  // them, so a bucket's buffer is refilled two buckets later.
+  const double ipg_bytes =
+      z.contiguous_gradients ? p * sizes_.bucket * (z.overlap_comm ? 2 : 1) : 0;
+  const int reuse_distance = (z.overlap_comm && z.contiguous_gradients) ? 2 : 1;
+
+  Bucketer bucketer(sizes_.bucket);
+  std::vector<PendingBucket> deferred;
+  bool partition_allocated = false;
+
+  auto reduce_bucket = [&](const PendingBucket& b) {
+    const double bytes = p * b.elems;
+    Task t;
+    if (z.use_multi_rank_bucket_allreduce || !z.reduce_scatter) {
+      // The whole bucket is all-reduced; each rank then keeps its slices (average_tensor).
+      t = collective_task(TaskKind::kAllReduce, stream, Collective::kAllReduce, bytes);
+    } else {
+      // One dist.reduce per owner: data moves as in a reduce-scatter, with a launch per rank.
+      t = collective_task(TaskKind::kReduce, stream, Collective::kReduceScatter, bytes);
+      t.latency_s *= cluster_.gpus;
+    }
+    t.micro_step = static_cast<int16_t>(c.ms);
+    t.index = b.index;
+    TaskId r = c.g->add(t);
+    c.g->depend(r, b.closer);
+    if (c.bucket_reduced.size() <= static_cast<size_t>(b.index)) {
+      c.bucket_reduced.resize(b.index + 1, kNoTaskId);
+    }
+    c.bucket_reduced[b.index] = r;
+    // allreduce_bucket flattens the slices it reduces (ref §2.1 item 5).
+    c.g->effect(r, false, gpu, Category::kBuckets, bytes);
+    c.g->effect(r, true, gpu, Category::kBuckets, -bytes);
+    if (!offload && !partition_allocated) {
+      // grads_in_partition, allocated on first use in a backward (ref §2.1 item 6).
+      partition_allocated = true;
+      c.g->effect(r, false, gpu, Category::kGrads, a * P);
+    }
+    if (offload) {
+      const double slice = b.elems / cluster_.gpus;
+      if (c.boundary) {
+        // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
+        // (ref §5.1).
+        Task d = copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice);
+        d.micro_step = static_cast<int16_t>(c.ms);
+        d.index = b.index;
+        TaskId dt = c.g->add(d);
+        c.g->depend(dt, r);
+        c.grad_copies.push_back(dt);
+      } else if (gas) {
+        // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
+        Task h = copy_task(TaskKind::kH2D, Resource::kH2D, p * slice);
+        h.micro_step = static_cast<int16_t>(c.ms);
+        h.index = b.index;
+        TaskId ht = c.g->add(h);
+        c.g->depend(ht, r);
+        Task d = copy_task(TaskKind::kD2H, Resource::kD2H, p * slice);
+        d.micro_step = static_cast<int16_t>(c.ms);
+        d.index = b.index;
+        TaskId dt = c.g->add(d);
+        c.g->depend(dt, ht);
+        c.grad_copies.push_back(dt);
+      }
+    }
+    c.last_reduction = r;
+  };
+  auto on_full = [&](const PendingBucket& b) {
+    if (after_backward) {
+      deferred.push_back(b);
+    } else {
+      reduce_bucket(b);
+    }
+  };
+
+  bool first_backward = true;
+  for (size_t pi = pieces_.size(); pi-- > 0;) {
+    const Piece& pc = pieces_[pi];
+    const int layer = pc.layer;
+    const bool last_piece = static_cast<int>(pi) == layer_first_piece_[layer];
+    if (acts_.checkpointed[layer] && static_cast<int>(pi) + 1 == layer_first_piece_[layer + 1]) {
+      TaskId h2d = add_recompute(c, layer, c.last_compute);
+      TaskId rc = add_compute(c, TaskKind::kRecompute, static_cast<int>(pi));
+      if (h2d != kNoTaskId) c.g->depend(rc, h2d);
+      add_forward_memory(c, rc, layer, /*recompute=*/true);
+    }
+    TaskId b = add_compute(c, TaskKind::kBackward, static_cast<int>(pi));
+    c.last_compute = b;
+    if (first_backward && bucketed) {
+      // The first gradient hook of a backward allocates the IPG buffers.
+      c.g->effect(b, false, gpu, Category::kBuckets, ipg_bytes);
+    }
+    first_backward = false;
+    add_backward_memory(c, b, layer, last_piece);
+    double piece_grads = 0;
+    for (double e : pc.grads) piece_grads += e;
+    if (z.stage <= 1) {
+      // Full 16-bit gradients kept to the step (stage 1 frees them in step(), stage 0 in
+      // zero_grad); later micro-steps accumulate into the same tensors (the baseline).
+      if (c.first) c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
+    } else {
+      // Stage 2: autograd's gradient lives until the hook copies it into the bucket.
+      c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
+      c.g->effect(b, true, gpu, Category::kGrads, -p * piece_grads);
+    }
+    if (!bucketed) continue;
+    for (double e : pc.grads) bucketer.add(e, b, on_full);
+    // A bucket that started filling here waits until the reduction that last used its buffer
+    // has ended -- unless that reduction was issued by this same piece (a finer graph would
+    // order them inside it).
+    for (const PendingBucket& started : bucketer.take_started()) {
+      int prev = started.index - reuse_distance;
+      if (after_backward || prev < 0 || prev >= static_cast<int>(c.bucket_reduced.size())) continue;
+      TaskId r = c.bucket_reduced[prev];
+      if (r != kNoTaskId && r < b) c.g->depend(b, r);
+    }
+  }
+  if (bucketed) {
+    bucketer.flush(on_full);
+    for (const PendingBucket& b : deferred) reduce_bucket(b);
+    // The backward epilogue releases the IPG buffers (_release_ipg_buffers).
+    if (c.last_reduction != kNoTaskId) {
+      c.g->effect(c.last_reduction, true, gpu, Category::kBuckets, -ipg_bytes);
+    }
+  }
+  if (z.stage == 2 && !offload && !c.first) {
+    // Later micro-steps add the new partition into the accumulated one (all_grad_tensors) and
+    // drop the new one (ref §2.1 item 6).
+    Task acc = memory_task(TaskKind::kGradAccumulate, Resource::kCompute, 3 * a * P);
+    acc.micro_step = static_cast<int16_t>(c.ms);
+    TaskId at = c.g->add(acc);
+    if (c.last_reduction != kNoTaskId) c.g->depend(at, c.last_reduction);
+    c.g->effect(at, true, gpu, Category::kGrads, -a * P);
+    c.last_reduction = at;
+  }
+  if (z.stage == 0 && c.boundary) {
+    // buffered_allreduce_fallback: flatten and all-reduce MEMORY_OPT_ALLREDUCE_SIZE pieces on
+    // the compute stream after backward (engine.py, ref §4.2).
+    double left = sizes_.psi;
+    int index = 0;
+    while (left > 0) {
+      const double elems = std::min(left, kStage0AllreduceElems);
+      left -= elems;
+      Task flat = memory_task(TaskKind::kBucketCopy, Resource::kCompute, 2 * p * elems);
+      flat.micro_step = static_cast<int16_t>(c.ms);
+      flat.index = index;
+      TaskId ft = c.g->add(flat);
+      c.g->effect(ft, false, gpu, Category::kBuckets, p * elems);
+      Task ar = collective_task(TaskKind::kAllReduce, Resource::kCompute, Collective::kAllReduce,
+                                p * elems);
+      ar.micro_step = static_cast<int16_t>(c.ms);
+      ar.index = index++;
+      TaskId at = c.g->add(ar);
+      c.g->effect(at, true, gpu, Category::kBuckets, -p * elems);
+      c.last_reduction = at;
+    }
+  }
+}
+
+// --- The optimizer step ----------------------------------------------------------------------
+
+void StepBuilder::build_optimizer(Ctx& c) const {
+  const ZeroConfig& z = config_.zero;
+  const double p = sizes_.param_bytes;
+  const double a = sizes_.grad_accum_bytes;
+  const double P = sizes_.partition;
+  const Tier gpu = Tier::kGpu;
+  const hardware::NodeSpec& node = cluster_.profile.node;
+  const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
+  auto step_task = [&](Task t) {
+    t.micro_step = -1;
+    return c.g->add(t);
+  };
+  // The step waits for every reduction and gradient copy of the last micro-step.
+  auto wait_for_gradients = [&](TaskId t) {
+    if (c.last_reduction != kNoTaskId) c.g->depend(t, c.last_reduction);
+    for (TaskId copy : c.grad_copies) c.g->depend(t, copy);
+  };
+
+  if (z.stage == 0) {
+    // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
+    Task t = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
+                         gpu_adam_bytes(p) * sizes_.psi);
+    TaskId ot = step_task(t);
+    wait_for_gradients(ot);
+    if (config_.precision != Precision::kFp32) {
+      c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
+      c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
+    }
+    // zero_grad(set_to_none): the gradients are gone after the step.
+    c.g->effect(ot, true, gpu, Category::kGrads, -p * sizes_.psi);
+    return;
+  }
+
+  if (z.stage <= 2) {
+    TaskId last;
+    if (!offload) {
+      // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
+      // item 8).
+      Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
+      TaskId pt = step_task(prep);
+      wait_for_gradients(pt);
+      c.g->effect(pt, false, gpu, Category::kGrads, p * P);
+      c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
+      c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
+      Task adam = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
+                              gpu_adam_bytes(p) * P);
+      last = step_task(adam);
+      c.g->effect(last, true, gpu, Category::kGrads32, -4 * P);
+      c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
+    } else {
+      // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
+      Task adam;
+      adam.kind = TaskKind::kOptimizerCpu;
+      adam.resource = Resource::kCpuOptimizer;
+      adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
+      TaskId at = step_task(adam);
+      wait_for_gradients(at);
+      Task h2d = copy_task(TaskKind::kH2D, Resource::kH2D, p * P);
+      last = step_task(h2d);
+      c.g->depend(last, at);
+    }
+    // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
+    if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
+    // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
+    Task ag = collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
+                              p * P * cluster_.gpus);
+    TaskId agt = step_task(ag);
+    c.g->depend(agt, last);
+    return;
+  }
+
+  // Stage 3: per sub-group (ref §2.2 item 11, §5.2).
+  const auto& opt = z.offload_optimizer;
+  const bool params_on_gpu = z.offload_param.device == OffloadDevice::kNone;
+  const bool nvme = opt.device == OffloadDevice::kNvme;
+  const bool nvme_params = z.offload_param.device == OffloadDevice::kNvme;
+  const int groups = sizes_.sub_groups;
+  const int first_cpu = offload ? static_cast<int>((1 - opt.ratio) * groups) : groups;
+  TaskId prev_read = kNoTaskId, prev_write = kNoTaskId;
+  TaskId last = kNoTaskId;
+  for (int g = 0; g < groups; ++g) {
+    const double S = sizes_.sub_group_sizes[g];
+    if (g < first_cpu) {
+      Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S);
+      prep.index = g;
+      TaskId pt = step_task(prep);
+      wait_for_gradients(pt);
+      c.g->effect(pt, false, gpu, Category::kGrads, p * S);
+      c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
+      Task adam = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
+                              gpu_adam_bytes(p) * S);
+      adam.index = g;
+      TaskId at = step_task(adam);
+      c.g->effect(at, true, gpu, Category::kGrads, -p * S);
+      c.g->effect(at, true, gpu, Category::kGrads32, -4 * S);
+      last = at;
+      continue;
+    }
+    TaskId read = kNoTaskId;
+    if (nvme) {
+      // Swap in fp32 params, m, v and gradients (16 bytes per element).
+      Task r = copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S);
+      r.micro_step = -1;
+      r.index = g;
+      read = c.g->add(r);
+      wait_for_gradients(read);
+      // Without pipeline_read the next swap-in starts after this sub-group is written back.
+      if (!opt.pipeline_read && prev_write != kNoTaskId) c.g->depend(read, prev_write);
+      if (opt.pipeline_read && prev_read != kNoTaskId) c.g->depend(read, prev_read);
+      prev_read = read;
+    }
+    Task adam;
+    adam.kind = TaskKind::kOptimizerCpu;
+    adam.resource = Resource::kCpuOptimizer;
+    adam.index = g;
+    adam.work_s = hardware::cpu_adam_time_s(node, S, cpu_threads_, ranks_per_node_);
+    TaskId at = step_task(adam);
+    wait_for_gradients(at);
+    if (read != kNoTaskId) c.g->depend(at, read);
+    // Without pipeline_write, a sub-group's update waits for the previous write-back.
+    if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
+    last = at;
+    if (nvme) {
+      Task w = copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S);
+      w.micro_step = -1;
+      w.index = g;
+      TaskId wt = c.g->add(w);
+      c.g->depend(wt, at);
+      prev_write = wt;
+      last = wt;
+    }
+    if (params_on_gpu) {
+      // fp16_partitioned_groups_flat[i].copy_(fp32 partition): the new 16-bit params to the GPU.
+      Task h = copy_task(TaskKind::kH2D, Resource::kH2D, p * S);
+      h.micro_step = -1;
+      h.index = g;
+      TaskId ht = c.g->add(h);
+      c.g->depend(ht, at);
+      last = ht;
+    } else if (nvme_params) {
+      // The updated 16-bit partition is swapped back out.
+      Task w = copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S);
+      w.micro_step = -1;
+      w.index = g;
+      TaskId wt = c.g->add(w);
+      c.g->depend(wt, at);
+      last = wt;
+    }
+  }
+  // _post_step: persistent parameters are gathered again (ref §2.2 item 9).
+  if (sizes_.persistent > 0 && cluster_.gpus > 1) {
+    Resource stream = z.overlap_comm ? Resource::kGatherStream : Resource::kCompute;
+    Task ag = collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
+                              p * sizes_.persistent);
+    ag.micro_step = -1;
+    TaskId agt = c.g->add(ag);
+    if (last != kNoTaskId) c.g->depend(agt, last);
+  }
+}
+
+}  // namespace zplan::sim

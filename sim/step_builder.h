@@ -1,0 +1,100 @@
+// StepBuilder: turns (model, cluster, ZeRO config, workload) into the StepGraph of each
+// micro-step of one optimizer step, following what DeepSpeed 0.19 issues and when
+// (reference/deepspeed_internals.md §4 for communication, §5 for offload, §2 for memory):
+//
+//  * stage 0: backward, then an all-reduce of all gradients in 5e8-element pieces at the
+//    accumulation boundary, then the fused optimizer on the GPU;
+//  * stages 1-2: gradients go into reduce_bucket_size buckets in the order backward produces them;
+//    a full bucket is all-reduced (use_multi_rank_bucket_allreduce) -- every micro-step in stage
+//    2, only at the boundary in stage 1 -- on the reduction stream with overlap_comm (double-
+//    buffered: a bucket's buffer is reused two buckets later) or on the compute stream without;
+//    after the optimizer step, one all-gather rebuilds the 16-bit parameters;
+//  * stage 3: each module's parameters are all-gathered before use, in forward and again in
+//    backward, up to two fetches ahead of compute plus what fits the prefetch bucket
+//    (stage3_prefetch_bucket_size, stage3_max_live_parameters); persistent parameters stay; a
+//    module reused within max_reuse_distance stays gathered; gradient buckets are reduce-scattered
+//    on their own stream through one IPG buffer; the optimizer runs per sub-group;
+//  * offload: gradients copied to the host as they are reduced, CPU Adam, parameters copied back;
+//    NVMe swaps per sub-group (pipeline_read / pipeline_write), parameter fetches from the host
+//    or NVMe before the gather; activation checkpointing recomputes each layer before its
+//    backward, with cpu_checkpointing copies.
+// Micro-steps end with a synchronization (DeepSpeed's backward epilogue), so each is a graph of
+// its own; the last one also holds the optimizer step.
+#ifndef ZPLAN_SIM_STEP_BUILDER_H_
+#define ZPLAN_SIM_STEP_BUILDER_H_
+
+#include <vector>
+
+#include "hardware/profile.h"
+#include "models/model.h"
+#include "sim/memory_model.h"
+#include "sim/step_costs.h"
+#include "sim/step_graph.h"
+#include "sim/zero_config.h"
+
+namespace zplan::sim {
+
+class StepBuilder {
+ public:
+  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to all four
+  // arguments: they must outlive the builder.
+  StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
+              const DsConfig& config, const Workload& workload);
+
+  // Clears *graph and fills it with micro-step `micro_step` (0-based) of the optimizer step.
+  void build(int micro_step, StepGraph* graph) const;
+
+  // Micro-steps that differ: [0], [1] (if gas > 2, standing for 1..gas-2) and [gas-1]; with
+  // their repeat counts, summing to gas.
+  std::vector<std::pair<int, int>> distinct_micro_steps() const;
+
+  const ZeroSizes& sizes() const { return sizes_; }
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  // FLOPs per GPU of one micro-step: the model's (forward + backward = 3 x forward) and the
+  // hardware's (plus the recomputed forward under activation checkpointing).
+  double model_flops_per_micro_step() const { return model_flops_; }
+  double hardware_flops_per_micro_step() const { return hardware_flops_; }
+
+ private:
+  struct Ctx;  // the state of one build() call
+  void build_forward_simple(Ctx& c) const;
+  void build_backward_simple(Ctx& c) const;
+  void build_stage3(Ctx& c) const;
+  void build_optimizer(Ctx& c) const;
+  TaskId add_compute(Ctx& c, TaskKind kind, int piece) const;
+  void add_forward_memory(Ctx& c, TaskId t, int layer, bool recompute) const;
+  // cpu_checkpointing: copies the layer's checkpoint back before its recompute; returns the copy
+  // or kNoTaskId.
+  TaskId add_recompute(Ctx& c, int layer, TaskId after_compute) const;
+  void add_backward_memory(Ctx& c, TaskId t, int layer, bool last_piece_of_layer) const;
+  hardware::CollectiveCost collective(hardware::Collective op, double bytes) const;
+  Task collective_task(TaskKind kind, Resource resource, hardware::Collective op,
+                       double bytes) const;
+  Task copy_task(TaskKind kind, Resource resource, double bytes) const;
+  Task memory_task(TaskKind kind, Resource resource, double bytes) const;
+
+  const models::Model& model_;
+  const hardware::Cluster& cluster_;
+  const DsConfig& config_;
+  const Workload& workload_;
+  ZeroSizes sizes_;
+  std::array<MemoryBreakdown, kNumTiers> persistent_;
+  ActivationPlan acts_;
+  std::vector<Piece> pieces_;
+  std::vector<int> layer_first_piece_;  // index of each layer's first piece, plus the end
+  double model_flops_ = 0;
+  double hardware_flops_ = 0;
+  int ranks_per_node_ = 1;
+  int cpu_threads_ = 1;  // CPU Adam threads of one rank
+  // Collective costs repeat (the same module sizes in every layer): memoized per build.
+  struct CostEntry {
+    hardware::Collective op;
+    double bytes;
+    hardware::CollectiveCost cost;
+  };
+  mutable std::vector<CostEntry> cost_cache_;
+};
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_STEP_BUILDER_H_

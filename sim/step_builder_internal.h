@@ -1,0 +1,97 @@
+// Pieces shared by the step builder's files (step_builder.cc, step_builder_stage3.cc).
+#ifndef ZPLAN_SIM_STEP_BUILDER_INTERNAL_H_
+#define ZPLAN_SIM_STEP_BUILDER_INTERNAL_H_
+
+#include <limits>
+#include <vector>
+
+#include "sim/step_builder.h"
+
+namespace zplan::sim {
+
+inline constexpr TaskId kNoTaskId = std::numeric_limits<TaskId>::max();
+
+// HBM bytes per parameter of a fused Adam step on the GPU: read fp32 param, grad, m, v (16),
+// write param, m, v (12), write the 16-bit copy (p). [est: the kernel is bandwidth bound]
+inline double gpu_adam_bytes(double param_bytes) { return 28 + param_bytes; }
+
+// The state of one StepBuilder::build() call.
+struct StepBuilder::Ctx {
+  StepGraph* g = nullptr;
+  int ms = 0;
+  bool first = false;
+  bool boundary = false;
+  TaskId last_compute = kNoTaskId;
+  TaskId last_reduction = kNoTaskId;        // the step waits for it
+  std::vector<TaskId> bucket_reduced;       // reduction task of each bucket, by bucket index
+  std::vector<TaskId> grad_copies;          // gradient copies to the host the step waits for
+  std::vector<TaskId> ckpt_on_host;         // per layer: the copy of its checkpoint to the host
+};
+
+// A gradient bucket being filled or just closed.
+struct PendingBucket {
+  int index = 0;
+  double elems = 0;
+  TaskId first_filler = kNoTaskId;  // the backward task that put its first gradient in
+  TaskId closer = kNoTaskId;        // the task whose gradient overflowed it (it is reduced then)
+};
+
+// Fills reduce_bucket_size buckets with gradients in the order backward produces them, as the
+// gradient hooks do: a bucket is reduced when the next gradient would overflow it; a gradient
+// larger than a whole bucket is reduced on its own (DeepSpeed's "extra large param",
+// reference/deepspeed_internals.md §2.1 item 4).
+class Bucketer {
+ public:
+  explicit Bucketer(double capacity) : capacity_(capacity) {}
+
+  template <typename OnFull>
+  void add(double elems, TaskId producer, OnFull on_full) {
+    if (elems <= 0) return;
+    if (cur_.elems > 0 && cur_.elems + elems > capacity_) close(producer, on_full);
+    if (elems > capacity_) {
+      PendingBucket big{next_index_++, elems, producer, producer};
+      started_.push_back(big);
+      on_full(big);
+      return;
+    }
+    if (cur_.elems == 0) {
+      cur_.index = next_index_++;
+      cur_.first_filler = producer;
+      started_.push_back(cur_);
+    }
+    cur_.elems += elems;
+    last_producer_ = producer;
+  }
+
+  // The partly filled bucket, reduced in the backward epilogue.
+  template <typename OnFull>
+  void flush(OnFull on_full) {
+    if (cur_.elems > 0) close(last_producer_, on_full);
+  }
+
+  // Buckets that received their first gradient since the last call.
+  std::vector<PendingBucket> take_started() {
+    std::vector<PendingBucket> out;
+    out.swap(started_);
+    return out;
+  }
+
+ private:
+  template <typename OnFull>
+  void close(TaskId closer, OnFull on_full) {
+    cur_.closer = closer;
+    PendingBucket full = cur_;
+    cur_ = PendingBucket();
+    on_full(full);
+  }
+
+  double capacity_;
+  PendingBucket cur_;
+  int next_index_ = 0;
+  TaskId last_producer_ = kNoTaskId;
+  std::vector<PendingBucket> started_;
+};
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_STEP_BUILDER_INTERNAL_H_

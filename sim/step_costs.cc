@@ -1,0 +1,131 @@
+#include "sim/step_costs.h"
+
+#include "hardware/cost_model.h"
+
+namespace zplan::sim {
+
+namespace {
+
+struct OpTime {
+  double fwd_s = 0, bwd_s = 0, fwd_flops = 0;
+};
+
+// Forward and backward time of one operation over T = batch * seq tokens.
+OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double seq,
+               double batch, int dtype_bytes, bool flash) {
+  using hardware::gemm_time_s;
+  const double tokens = seq * batch;
+  OpTime t;
+  switch (op.kind) {
+    case models::OpKind::kGemm: {
+      const double n = static_cast<double>(op.n), k = static_cast<double>(op.k);
+      // Y[T x n] = X[T x k] W[k x n]; backward: dX = dY W^T [T x k] and dW = X^T dY [k x n].
+      t.fwd_s = gemm_time_s(gpu, tokens, n, k, dtype_bytes);
+      t.bwd_s = gemm_time_s(gpu, tokens, k, n, dtype_bytes) + gemm_time_s(gpu, k, n, tokens, dtype_bytes);
+      t.fwd_flops = 2 * tokens * n * k;
+      break;
+    }
+    case models::OpKind::kAttention: {
+      // QK^T and PV over the sequence: 4 * T * s * h * d FLOPs. A fused kernel runs at the
+      // profile's attention efficiency and its backward recomputes the scores (2.5x); without
+      // one, the two products are batched GEMMs ([b*h*s x s] over d, [b*h*s x d] over s) and
+      // the backward is twice the forward.
+      const double heads = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
+      t.fwd_flops = 4 * tokens * seq * heads * d;
+      if (flash) {
+        t.fwd_s = hardware::attention_time_s(gpu, t.fwd_flops, dtype_bytes);
+        t.bwd_s = hardware::attention_time_s(gpu, kFlashBackwardFactor * t.fwd_flops, dtype_bytes);
+      } else {
+        const double rows = batch * heads * seq;
+        t.fwd_s = gemm_time_s(gpu, rows, seq, d, dtype_bytes) +
+                  gemm_time_s(gpu, rows, d, seq, dtype_bytes);
+        t.bwd_s = 2 * t.fwd_s;
+      }
+      break;
+    }
+    case models::OpKind::kMemoryBound: {
+      // bytes_per_token is counted for 16-bit activations; backward reads and writes about twice
+      // as much (the activation and its gradient).
+      double bytes = op.bytes_per_token * tokens * dtype_bytes / 2.0;
+      t.fwd_s = hardware::memory_bound_time_s(gpu, bytes);
+      t.bwd_s = hardware::memory_bound_time_s(gpu, 2 * bytes);
+      break;
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSpec& gpu,
+                               const DsConfig& config, const Workload& workload,
+                               const ZeroSizes& sizes) {
+  const bool stage3 = config.zero.stage == 3;
+  const int dtype = precision_bytes(config.precision);
+  const double seq = static_cast<double>(workload.seq_len);
+  const double batch = static_cast<double>(config.micro_batch);
+  std::vector<Piece> pieces;
+  const auto& layers = model.layers();
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const models::Layer& layer = layers[li];
+    const size_t first_piece = pieces.size();
+    auto needs_fetch = [&](int module) {
+      return stage3 && module >= 0 && sizes.module_fetch[li][module] > 0;
+    };
+    // Cut before every op that needs a gathered module, except the layer's first such op: the ops
+    // before it join its piece (they run after the gather in this model).
+    Piece cur;
+    cur.layer = static_cast<int>(li);
+    bool cur_has_fetch = false;
+    const int n_ops = static_cast<int>(layer.ops.size());
+    for (int oi = 0; oi < n_ops; ++oi) {
+      const models::ComputeOp& op = layer.ops[oi];
+      if (needs_fetch(op.module) && op.module != cur.fetch_module) {
+        if (cur_has_fetch) {
+          cur.end_op = oi;
+          pieces.push_back(cur);
+          cur = Piece();
+          cur.layer = static_cast<int>(li);
+          cur.first_op = oi;
+        }
+        cur.fetch_module = op.module;
+        cur_has_fetch = true;
+      }
+      OpTime t = op_time(op, gpu, seq, batch, dtype, workload.flash_attention);
+      cur.fwd_s += t.fwd_s;  // launch overheads are in the cost functions
+      cur.bwd_s += t.bwd_s;
+      cur.fwd_flops += t.fwd_flops;
+    }
+    cur.end_op = n_ops;
+    pieces.push_back(cur);
+    // What a real training step sustains of the kernel roofline (GpuSpec::framework_efficiency).
+    for (size_t p = first_piece; p < pieces.size(); ++p) {
+      pieces[p].fwd_s /= gpu.framework_efficiency;
+      pieces[p].bwd_s /= gpu.framework_efficiency;
+    }
+    // Gradients: each module's parameters belong to the piece of the first op that uses it (else
+    // the layer's first piece); tied modules produce none of their own (the owner's hook fires
+    // once both uses have added into the shared gradient).
+    std::vector<int> owner(layer.modules.size(), static_cast<int>(first_piece));
+    std::vector<bool> seen(layer.modules.size(), false);
+    for (size_t p = first_piece; p < pieces.size(); ++p) {
+      for (int oi = pieces[p].first_op; oi < pieces[p].end_op; ++oi) {
+        int m = layer.ops[oi].module;
+        if (m >= 0 && !seen[m]) {
+          seen[m] = true;
+          owner[m] = static_cast<int>(p);
+        }
+      }
+    }
+    for (size_t m = layer.modules.size(); m-- > 0;) {
+      if (!layer.modules[m].tied_to.empty()) continue;
+      const auto& params = layer.modules[m].params;
+      for (size_t k = params.size(); k-- > 0;) {
+        pieces[owner[m]].grads.push_back(static_cast<double>(params[k].numel));
+      }
+    }
+  }
+  return pieces;
+}
+
+}  // namespace zplan::sim

@@ -1,0 +1,45 @@
+// The compute side of a step: a layer's forward operations grouped into the pieces the step graph
+// schedules, each with its forward and backward time on a GPU (hardware/cost_model.h) and the
+// parameter gradients its backward produces.
+//
+// Stages 0-2 schedule one piece per layer. Stage 3 cuts a layer where an operation needs a
+// module whose parameters must be gathered first, because that is where DeepSpeed's pre-forward
+// hook waits for the gather (reference/deepspeed_internals.md §2.2 item 8).
+#ifndef ZPLAN_SIM_STEP_COSTS_H_
+#define ZPLAN_SIM_STEP_COSTS_H_
+
+#include <vector>
+
+#include "hardware/profile.h"
+#include "models/model.h"
+#include "sim/memory_model.h"
+#include "sim/zero_config.h"
+
+namespace zplan::sim {
+
+// Backward of a fused (flash) attention kernel recomputes the score matrix: 5 matrix products
+// per block pair against the forward's 2, i.e. 2.5x its forward FLOPs instead of 2x
+// (Dao, FlashAttention-2, 2023, §3.1.2; its FLOP counts use the same factor).
+inline constexpr double kFlashBackwardFactor = 2.5;
+
+struct Piece {
+  int layer = 0;
+  int first_op = 0, end_op = 0;  // the layer's ops [first_op, end_op)
+  int fetch_module = -1;         // stage 3: the module gathered before this piece runs, or -1
+  double fwd_s = 0;
+  double bwd_s = 0;
+  double fwd_flops = 0;
+  // Elements of each parameter whose gradient this piece's backward produces, in the order the
+  // gradients appear (reverse of the forward order).
+  std::vector<double> grads;
+};
+
+// The pieces of every layer in forward order. `module_fetch` is ZeroSizes::module_fetch for
+// stage 3 (a module needs a gather iff its entry is > 0) and ignored otherwise.
+std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSpec& gpu,
+                               const DsConfig& config, const Workload& workload,
+                               const ZeroSizes& sizes);
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_STEP_COSTS_H_

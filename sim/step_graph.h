@@ -1,0 +1,138 @@
+// StepGraph: one micro-step (or the optimizer step) of one representative rank, as a DAG of
+// tasks on resources, with the memory each task allocates and frees.
+//
+// The builder (sim/step_builder.h) writes it; two interpreters read it: the discrete-event engine
+// (sim/engine.h) on a simulated clock, and the reference executor (calibrate/) on real hardware.
+//
+// Semantics every interpreter follows:
+//  * A resource is a CUDA stream, a copy engine, the CPU optimizer threads or an NVMe queue. It
+//    runs one task at a time, in the order the builder added them to it (program order, as a
+//    CUDA stream does), and a task starts only when every task it depends on has ended.
+//  * A task takes latency_s, then work_s at the full rate of its shared link. Tasks on the same
+//    link at the same time share its bandwidth equally (processor sharing); a task with no link
+//    simply lasts latency_s + work_s.
+//  * Compute-stream tasks slow down by comm_compute_slowdown while any collective runs on another
+//    stream.
+//  * Memory effects apply when the task starts (at_end == false) or ends (at_end == true).
+//    `baseline` holds what exists before the first task (model states, carried gradients).
+// The edges live in a Boost.Graph compressed-sparse-row graph (the DAG), built by finalize().
+#ifndef ZPLAN_SIM_STEP_GRAPH_H_
+#define ZPLAN_SIM_STEP_GRAPH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/graph/compressed_sparse_row_graph.hpp>
+
+#include "hardware/cost_model.h"
+#include "sim/memory_model.h"
+
+namespace zplan::sim {
+
+enum class Resource : uint8_t {
+  kCompute,       // the default CUDA stream: forward, backward, recompute, GPU optimizer
+  kGatherStream,  // stage 3's all-gather stream (with overlap_comm)
+  kReduceStream,  // reduction stream (stages 1-2) / reduce-scatter stream (stage 3), overlap_comm
+  kH2D,           // host-to-device copy engine
+  kD2H,           // device-to-host copy engine
+  kCpuOptimizer,  // CPU Adam threads of this rank
+  kNvmeRead,
+  kNvmeWrite,
+};
+inline constexpr int kNumResources = 8;
+const char* resource_name(Resource r);  // "compute", "all-gather stream", ...
+
+enum class TaskKind : uint8_t {
+  kForward,
+  kBackward,
+  kRecompute,
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kReduce,
+  kBucketCopy,   // flatten / interleave copies into a collective's input buffer
+  kGradAccumulate,
+  kH2D,
+  kD2H,
+  kOptimizerGpu,
+  kOptimizerCpu,
+  kNvmeRead,
+  kNvmeWrite,
+};
+inline constexpr int kNumTaskKinds = 15;
+const char* task_kind_name(TaskKind k);  // "forward", "all_gather", ...
+bool is_collective(TaskKind k);
+
+// Where a transfer's bandwidth phase runs; PCIe is full duplex, so each direction is its own link.
+enum class LinkSlot : uint8_t { kNone, kIntraNode, kNetwork, kPcieH2D, kPcieD2H, kNvme };
+inline constexpr int kNumLinkSlots = 6;
+
+struct MemEffect {
+  bool at_end = false;
+  Tier tier = Tier::kGpu;
+  Category category = Category::kActivations;
+  double bytes = 0;  // > 0 allocates, < 0 frees
+};
+
+struct Task {
+  TaskKind kind = TaskKind::kForward;
+  Resource resource = Resource::kCompute;
+  LinkSlot link = LinkSlot::kNone;
+  int16_t micro_step = 0;  // -1: the optimizer step
+  int32_t layer = -1;
+  int32_t index = -1;     // module, bucket or sub-group number, for names
+  double latency_s = 0;   // fixed part
+  double work_s = 0;      // bandwidth part at the full link rate (or the rest of the duration)
+  double bytes = 0;       // collective size (nccl-tests' S) or bytes copied
+  double wire_bytes = 0;  // bytes this rank sends for a collective (volume accounting)
+  double flops = 0;
+  uint32_t effects_begin = 0;
+  uint32_t effects_count = 0;
+};
+
+using TaskId = uint32_t;
+using DagGraph = boost::compressed_sparse_row_graph<boost::directedS>;
+
+class StepGraph {
+ public:
+  // Adds a task at the end of its resource's program order; returns its id.
+  TaskId add(const Task& task);
+  // The task `id` starts only after `before` ends. REQUIRES: before < id (tasks are added in a
+  // topological order, which also rules out cycles).
+  void depend(TaskId id, TaskId before);
+  // A memory effect of task `id` (any task, in any order; finalize() groups them by task).
+  void effect(TaskId id, bool at_end, Tier tier, Category category, double bytes);
+
+  // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
+  void finalize();
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<MemEffect>& effects() const { return effects_; }
+  const DagGraph& dag() const { return dag_; }
+  // Task ids of each resource in program order.
+  const std::array<std::vector<TaskId>, kNumResources>& resource_order() const { return order_; }
+  size_t edge_count() const { return edges_.size(); }
+  // Number of dependencies of each task (in-degree of the DAG).
+  const std::vector<uint32_t>& in_degree() const { return in_degree_; }
+
+  std::array<MemoryBreakdown, kNumTiers> baseline{};
+  // While a collective runs on another stream, compute tasks progress at (1 - this) of their
+  // rate (GpuSpec::comm_compute_slowdown): NCCL's kernels take SMs and HBM bandwidth.
+  double comm_compute_slowdown = 0;
+
+ private:
+  std::vector<Task> tasks_;
+  std::vector<MemEffect> effects_;
+  std::vector<TaskId> effect_owner_;  // until finalize() sorts effects_ by task
+  std::vector<std::pair<TaskId, TaskId>> edges_;  // (before, after)
+  std::vector<uint32_t> in_degree_;
+  std::array<std::vector<TaskId>, kNumResources> order_;
+  DagGraph dag_;
+};
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_STEP_GRAPH_H_

@@ -1,0 +1,39 @@
+// Simulated time: an integer count of nanoseconds on a clock of its own.
+//
+// SimTime (a point) and SimDuration (a span) are std::chrono types, so the compiler keeps points
+// and spans apart and checks unit conversions. Cost models compute in double seconds; they are
+// converted to SimDuration exactly once, by to_duration(), rounding to nearest (never truncating,
+// which would bias every task short). int64 nanoseconds cover +-292 years.
+#ifndef ZPLAN_SIM_TIME_H_
+#define ZPLAN_SIM_TIME_H_
+
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+
+namespace zplan::sim {
+
+struct SimClock {
+  using rep = int64_t;
+  using period = std::nano;
+  using duration = std::chrono::duration<rep, period>;
+  using time_point = std::chrono::time_point<SimClock>;
+  static constexpr bool is_steady = true;
+};
+
+using SimDuration = SimClock::duration;
+using SimTime = SimClock::time_point;
+
+// REQUIRES: seconds >= 0 and finite.
+inline SimDuration to_duration(double seconds) {
+  assert(seconds >= 0 && std::isfinite(seconds));
+  return SimDuration(std::llround(seconds * 1e9));
+}
+
+inline double to_seconds(SimDuration d) { return static_cast<double>(d.count()) * 1e-9; }
+inline double to_seconds(SimTime t) { return to_seconds(t.time_since_epoch()); }
+
+}  // namespace zplan::sim
+
+#endif  // ZPLAN_SIM_TIME_H_

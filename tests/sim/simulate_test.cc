@@ -1,0 +1,217 @@
+// The simulator end to end: closed forms on the idealized profile, properties, determinism,
+// and the agreement of its memory timeline with the analytic model.
+#include <catch2/catch.hpp>
+
+#include "hardware/cost_model.h"
+#include "models/catalog.h"
+#include "sim/engine.h"
+#include "sim/simulate.h"
+#include "sim/step_builder.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace zplan::sim {
+namespace {
+
+using testing::config;
+using testing::ideal_cluster;
+
+std::string zero_json(int stage, const std::string& extra = "", int micro = 1, int gas = 1) {
+  return R"({"train_micro_batch_size_per_gpu": )" + std::to_string(micro) +
+         R"(, "gradient_accumulation_steps": )" + std::to_string(gas) +
+         R"(, "bf16": {"enabled": true}, "zero_optimization": {"stage": )" +
+         std::to_string(stage) + extra + "}}";
+}
+
+double task_seconds(const StepResult& r) {
+  double s = 0;
+  for (const ResourceUse& u : r.resources) s += u.busy_s;
+  return s;
+}
+
+TEST_CASE("a collective alone takes exactly its alpha-beta time", "[simulate]") {
+  // The engine adds nothing to the cost model's latency + bytes / bandwidth.
+  hardware::Cluster cluster = ideal_cluster(8);
+  for (double bytes : {1e3, 1e6, 1e9}) {
+    hardware::CollectiveCost cost =
+        hardware::collective_cost(cluster, hardware::Collective::kAllGather, bytes);
+    StepGraph g;
+    Task t;
+    t.kind = TaskKind::kAllGather;
+    t.resource = Resource::kGatherStream;
+    t.link = LinkSlot::kIntraNode;
+    t.latency_s = cost.latency_s;
+    t.work_s = cost.transfer_s;
+    g.add(t);
+    g.finalize();
+    Simulator s;
+    EngineResult r;
+    s.run(g, EngineOptions{}, &r);
+    // Latency and transfer are each rounded to whole nanoseconds once.
+    CHECK(to_seconds(r.end) == Approx(cost.total_s()).margin(1e-9));
+  }
+}
+
+TEST_CASE("a compute-only step takes its FLOPs over the effective rate", "[simulate]") {
+  // tiny-mlp on one GPU, stage 0: no communication; the ideal GPU runs every GEMM at 100 TFLOP/s
+  // and memory-bound work in no time. Forward + backward = 3 x forward FLOPs (the backward of
+  // each GEMM is two GEMMs of the same size).
+  const models::Model model = models::load_model("tiny-mlp");
+  DsConfig c = config(zero_json(0, "", 64), 1);
+  Workload w{1, true};
+  StepResult r = simulate_step(model, ideal_cluster(1), c, w);
+  const double flops = 3 * model.forward_flops(1, 64);
+  // Each task's duration is rounded to the nanosecond: allow half a nanosecond per task.
+  CHECK(r.step_time_s == Approx(flops / 100e12).margin(0.5e-9 * r.tasks));
+  CHECK(r.mfu == Approx(1.0).epsilon(1e-3));
+}
+
+TEST_CASE("without overlap_comm the step is the sum of its parts", "[simulate]") {
+  // Every task runs on the compute stream: nothing overlaps, so the step time equals the sum of
+  // all task durations.
+  const models::Model model = models::load_model("1.3b");
+  for (int stage : {1, 2, 3}) {
+    DsConfig c = config(zero_json(stage, R"(, "overlap_comm": false)"), 8, 2048);
+    StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, true});
+    INFO("stage " << stage);
+    CHECK(r.step_time_s == Approx(task_seconds(r)).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("turning overlap_comm on never slows a step", "[simulate][property]") {
+  for (const char* name : {"1.3b", "llama2-7b", "20b"}) {
+    const models::Model model = models::load_model(name);
+    for (int stage : {1, 2, 3}) {
+      for (int gas : {1, 4}) {
+        for (const char* bucket : {"5e7", "5e8"}) {
+          std::string extra = std::string(R"(, "reduce_bucket_size": )") + bucket;
+          DsConfig off = config(zero_json(stage, extra + R"(, "overlap_comm": false)", 1, gas), 8,
+                                model.shape().hidden);
+          DsConfig on = config(zero_json(stage, extra + R"(, "overlap_comm": true)", 1, gas), 8,
+                               model.shape().hidden);
+          Workload w{2048, true};
+          double t_off = simulate_step(model, ideal_cluster(8), off, w).step_time_s;
+          double t_on = simulate_step(model, ideal_cluster(8), on, w).step_time_s;
+          INFO(name << " stage " << stage << " gas " << gas << " bucket " << bucket);
+          CHECK(t_on <= t_off * (1 + 1e-9));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("stage 3 sends 1.5x stage 2's volume at gas 1 (per-owner reduce), ~1x with the "
+          "bucket all-reduce DeepSpeed uses by default", "[simulate]") {
+  // ZeRO paper §7 (reference §4.1): stage 2 = reduce-scatter Ψ + all-gather Ψ = 2Ψ; stage 3 =
+  // all-gather Ψ (forward) + Ψ (backward) + reduce-scatter Ψ = 3Ψ. DeepSpeed 0.19's default
+  // use_multi_rank_bucket_allreduce all-reduces whole buckets instead (2Ψ + Ψ = 3Ψ, ref §4.2).
+  // llama2-7b: untied embeddings, so that no module is gathered a third time (a tied LM head
+  // gathers the embedding again, adding V*h per use).
+  const models::Model model = models::load_model("llama2-7b");
+  Workload w{2048, true};
+  // No persistent parameters and no reuse, so that stage 3 gathers every parameter twice.
+  const std::string s3 = R"(, "stage3_param_persistence_threshold": 0,
+                             "stage3_max_reuse_distance": 0)";
+  DsConfig z3 = config(zero_json(3, s3), 8, 4096);
+  DsConfig z2 = config(zero_json(2, R"(, "use_multi_rank_bucket_allreduce": false)"), 8, 4096);
+  DsConfig z2_default = config(zero_json(2), 8, 4096);
+  double v3 = simulate_step(model, ideal_cluster(8), z3, w).wire_bytes;
+  double v2 = simulate_step(model, ideal_cluster(8), z2, w).wire_bytes;
+  double v2_default = simulate_step(model, ideal_cluster(8), z2_default, w).wire_bytes;
+  CHECK(v3 / v2 == Approx(1.5).epsilon(0.01));
+  CHECK(v3 / v2_default == Approx(1.0).epsilon(0.01));
+}
+
+TEST_CASE("the same step is simulated identically, ties shuffled or not", "[simulate]") {
+  const models::Model model = models::load_model("llama2-7b");
+  for (int stage : {1, 2, 3}) {
+    DsConfig c = config(zero_json(stage, R"(, "offload_optimizer": {"device": "cpu"})", 2, 3), 8,
+                        4096);
+    Workload w{2048, true};
+    StepResult base = simulate_step(model, ideal_cluster(8), c, w);
+    for (uint64_t seed : {1, 7, 42}) {
+      SimulateOptions o;
+      o.shuffle_seed = seed;
+      StepResult r = simulate_step(model, ideal_cluster(8), c, w, o);
+      CHECK(r.step_time_s == base.step_time_s);
+      CHECK(r.peak_bytes == base.peak_bytes);
+    }
+  }
+}
+
+TEST_CASE("simulating only the distinct micro-steps equals simulating all of them",
+          "[simulate]") {
+  const models::Model model = models::load_model("1.3b");
+  for (int stage = 0; stage <= 3; ++stage) {
+    DsConfig c = config(zero_json(stage, "", 1, 5), 8, 2048);
+    Workload w{2048, true};
+    StepResult fast = simulate_step(model, ideal_cluster(8), c, w);
+    SimulateOptions every;
+    every.every_micro_step = true;
+    StepResult all = simulate_step(model, ideal_cluster(8), c, w, every);
+    INFO("stage " << stage);
+    CHECK(fast.step_time_s == Approx(all.step_time_s).epsilon(1e-12));
+    CHECK(fast.peak_bytes == all.peak_bytes);
+    CHECK(fast.wire_bytes == Approx(all.wire_bytes).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("the critical path accounts for the whole step", "[simulate]") {
+  const models::Model model = models::load_model("20b");
+  DsConfig c = config(zero_json(3, "", 1, 2), 8, 6144);
+  StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, true});
+  double sum = 0;
+  for (double s : r.critical_path_s) sum += s;
+  CHECK(sum == Approx(r.step_time_s).epsilon(1e-9));
+  CHECK_FALSE(r.bottleneck().empty());
+}
+
+TEST_CASE("steady memory equals the analytic model; the simulated peak only adds transients",
+          "[simulate][memory]") {
+  struct Case {
+    const char* model;
+    int stage;
+    const char* extra;
+    int gas;
+  };
+  const Case cases[] = {
+      {"1.3b", 0, "", 1},
+      {"1.3b", 1, "", 2},
+      {"1.3b", 2, "", 4},
+      {"1.3b", 2, R"(, "offload_optimizer": {"device": "cpu"})", 2},
+      {"llama2-7b", 3, "", 1},
+      {"llama2-7b", 3, R"(, "offload_optimizer": {"device": "cpu"})", 2},
+      {"llama2-7b", 3,
+       R"(, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"},
+          "offload_param": {"device": "nvme", "nvme_path": "/x"})",
+       1},
+  };
+  for (const Case& k : cases) {
+    const models::Model model = models::load_model(k.model);
+    DsConfig c = config(zero_json(k.stage, k.extra, 1, k.gas), 8, model.shape().hidden);
+    Workload w{2048, true};
+    StepResult r = simulate_step(model, ideal_cluster(8), c, w);
+    INFO(k.model << " stage " << k.stage << k.extra << " gas " << k.gas);
+    const ZeroSizes sizes = zero_sizes(model, 8, c);
+    auto analytic = persistent_memory(sizes, ideal_cluster(8), c);
+    for (int t = 0; t < kNumTiers; ++t) {
+      double scale = t == 0 ? 1.0 : 8.0;
+      for (int cat = 0; cat < kNumCategories; ++cat) {
+        CHECK(r.steady[t].bytes[cat] == Approx(analytic[t].bytes[cat] * scale));
+      }
+      // Model states are allocated once and never change within a step.
+      for (Category fixed : {Category::kParams16, Category::kMaster32,
+                             Category::kOptimizerStates, Category::kSwapBuffers}) {
+        CHECK(r.at_peak[t][fixed] == Approx(r.steady[t][fixed]));
+      }
+      CHECK(r.peak_bytes[t] >= r.steady[t].total() * (1 - 1e-12));
+    }
+    // The two views of the GPU peak agree closely: they count the same buffers, the simulator at
+    // the moments its schedule puts them together.
+    double sim_gpu = r.peak_bytes[0];
+    double ana_gpu = r.analytic[Tier::kGpu].peak_bytes;
+    CHECK(sim_gpu == Approx(ana_gpu).epsilon(0.15));
+  }
+}
+
+}  // namespace
+}  // namespace zplan::sim
