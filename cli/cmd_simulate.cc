@@ -39,6 +39,7 @@ nlohmann::json result_json(const sim::StepResult& r) {
   j["step_time_s"] = r.step_time_s;
   j["micro_step_s"] = r.micro_step_s;
   j["micro_step_repeats"] = r.micro_step_repeats;
+  j["optimizer_step_s"] = r.optimizer_step_s;
   j["samples_per_s"] = r.samples_per_s;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -71,15 +72,12 @@ nlohmann::json result_json(const sim::StepResult& r) {
 }
 
 void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
-  out << strformat("  step time        %.3f s", r.step_time_s);
-  if (r.micro_step_s.size() > 1) {
-    out << " (micro-steps:";
-    for (size_t i = 0; i < r.micro_step_s.size(); ++i) {
-      out << strformat(" %s%.3f s", r.micro_step_repeats[i] > 1 ? (std::to_string(r.micro_step_repeats[i]) + " x ").c_str() : "", r.micro_step_s[i]);
-    }
-    out << ")";
+  out << strformat("  step time        %.3f s (micro-steps:", r.step_time_s);
+  for (size_t i = 0; i < r.micro_step_s.size(); ++i) {
+    if (r.micro_step_repeats[i] > 1) out << ' ' << r.micro_step_repeats[i] << " x";
+    out << strformat(" %.3f s", r.micro_step_s[i]);
   }
-  out << '\n';
+  out << strformat("; optimizer step %.3f s)\n", r.optimizer_step_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", r.samples_per_s,
                    r.tokens_per_s);
   out << strformat("  TFLOP/s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.0f TFLOP/s)\n",

@@ -83,10 +83,10 @@ double fraction(const JsonReader& r, std::string_view key) {
   return v;
 }
 
-double fraction_below_one(const JsonReader& r, std::string_view key) {
+double unit_interval(const JsonReader& r, std::string_view key) {
   double v = r.non_negative_number(key);
-  if (!(v < 1)) {
-    r.fail(key, "must be in [0, 1), got " + describe_json_value(r.json().at(std::string(key))));
+  if (!(v <= 1)) {
+    r.fail(key, "must be in [0, 1], got " + describe_json_value(r.json().at(std::string(key))));
   }
   return v;
 }
@@ -134,7 +134,7 @@ GpuSpec read_gpu(const JsonReader& r) {
     g.gemm_efficiency.push_back({flops, efficiency});
   }
   g.attention_efficiency = fraction(r, "attention_efficiency");
-  g.comm_compute_slowdown = fraction_below_one(r, "comm_compute_slowdown");
+  g.comm_compute_slowdown = unit_interval(r, "comm_compute_slowdown");
   g.framework_efficiency = fraction(r, "framework_efficiency");
   g.kernel_launch_s = non_negative(r, "kernel_launch_us", kUs);
   return g;

@@ -47,6 +47,7 @@ struct GpuSpec {
   double attention_efficiency = 0;
   // Fraction of compute throughput lost while a collective kernel runs beside it: NCCL's
   // kernels occupy one SM per channel and share HBM bandwidth with the GEMMs they overlap.
+  // 1 means no overlap at all (CPU ranks whose collectives run on the same cores).
   double comm_compute_slowdown = 0;
   // Fraction of the kernels' roofline a real PyTorch + DeepSpeed step sustains on the compute
   // stream (launch gaps, Python hooks, allocator, imperfect shapes); 1 = kernels back to back.

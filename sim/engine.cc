@@ -11,7 +11,7 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
   graph_ = &graph;
   result_ = result;
   record_memory_ = options.record_memory;
-  queue_ = EventQueue(options.shuffle_seed);
+  queue_.reset(options.shuffle_seed);
   const auto& tasks = graph.tasks();
   const size_t n = tasks.size();
   queue_.reserve(n + 16);
@@ -23,13 +23,14 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
   head_.fill(0);
   running_.fill(kNoTask);
   previous_.fill(kNoTask);
-  dirty_.fill(true);
+  dirty_ = (1u << kNumResources) - 1;
   for (LinkState& l : links_) {
     l.active.clear();
     l.updated = SimTime{};
   }
   memory_ = graph.baseline;
   memory_changed_ = true;
+  tier_changed_.fill(true);
   ended_ = 0;
   comm_active_ = 0;
   compute_rate_ = 1;
@@ -62,7 +63,7 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
       }
     }
     // Start what became ready once every event of this instant is handled.
-    if (queue_.empty() || queue_.top_time() > now_) start_ready();
+    if (dirty_ != 0 && (queue_.empty() || queue_.top_time() > now_)) start_ready();
   }
   close_instant();
   if (ended_ != n) {
@@ -76,11 +77,14 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
 }
 
 void Simulator::start_ready() {
-  // Resources in a fixed order: which one starts first within an instant never matters, because
-  // their tasks are independent until one of them ends.
-  for (int r = 0; r < kNumResources; ++r) {
-    if (!dirty_[r] || running_[r] != kNoTask) continue;
-    dirty_[r] = false;
+  // Resources in a fixed (ascending) order: which one starts first within an instant never
+  // matters, because their tasks are independent until one of them ends.
+  uint32_t pending = dirty_;
+  dirty_ = 0;
+  while (pending != 0) {
+    const int r = __builtin_ctz(pending);
+    pending &= pending - 1;
+    if (running_[r] != kNoTask) continue;  // it will be marked again when its task ends
     const std::vector<TaskId>& order = graph_->resource_order()[r];
     if (head_[r] >= order.size()) continue;
     TaskId id = order[head_[r]];
@@ -110,8 +114,7 @@ void Simulator::start_task(TaskId id) {
   if (slowed(t)) {
     remaining_[id] = t.latency_s + t.work_s;
     compute_updated_ = now_;
-    queue_.push(now_ + to_duration(remaining_[id] / compute_rate_), id, version_[id],
-                kBandwidthDone);
+    schedule_compute(id);
     return;
   }
   if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(+1);
@@ -132,14 +135,14 @@ void Simulator::end_task(TaskId id) {
   if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(-1);
   running_[r] = kNoTask;
   previous_[r] = id;
-  dirty_[r] = true;
+  dirty_ |= 1u << r;
   ++ended_;
   const DagGraph& g = graph_->dag();
   for (auto [it, end] = boost::out_edges(static_cast<DagGraph::vertex_descriptor>(id), g); it != end;
        ++it) {
     TaskId next = static_cast<TaskId>(boost::target(*it, g));
     last_dep_[next] = id;  // ends are processed in time order: the last one to arrive is latest
-    if (--deps_left_[next] == 0) dirty_[static_cast<int>(graph_->tasks()[next].resource)] = true;
+    if (--deps_left_[next] == 0) dirty_ |= 1u << static_cast<int>(graph_->tasks()[next].resource);
   }
 }
 
@@ -149,6 +152,7 @@ void Simulator::apply_effects(const Task& t, bool at_end) {
     const MemEffect& e = effects[i];
     if (e.at_end != at_end) continue;
     memory_[static_cast<int>(e.tier)][e.category] += e.bytes;
+    tier_changed_[static_cast<int>(e.tier)] = true;
     memory_changed_ = true;
   }
 }
@@ -159,6 +163,10 @@ void Simulator::close_instant() {
   MemorySample sample;
   sample.at = now_;
   for (int t = 0; t < kNumTiers; ++t) {
+    if (!tier_changed_[t] && !record_memory_) continue;
+    tier_changed_[t] = false;
+    // Summed in category order from the breakdown, so the total is the same whatever order this
+    // instant's effects were applied in.
     double total = memory_[t].total();
     sample.bytes[t] = total;
     if (total > result_->peak[t]) {
@@ -182,14 +190,21 @@ void Simulator::set_comm_active(int delta) {
   // The running compute task changes speed: account for its progress so far, then reschedule.
   TaskId c = running_[static_cast<int>(Resource::kCompute)];
   const double rate = is ? 1 - graph_->comm_compute_slowdown : 1.0;
-  if (c != kNoTask && slowed(graph_->tasks()[c])) {
+  const bool running = c != kNoTask && slowed(graph_->tasks()[c]);
+  if (running) {
     remaining_[c] -= to_seconds(now_ - compute_updated_) * compute_rate_;
     compute_updated_ = now_;
-    ++version_[c];
-    queue_.push(now_ + to_duration(std::max(0.0, remaining_[c]) / rate), c, version_[c],
-                kBandwidthDone);
   }
   compute_rate_ = rate;
+  if (running) schedule_compute(c);
+}
+
+void Simulator::schedule_compute(TaskId c) {
+  // A rate of zero (slowdown 1: no overlap at all) parks the task until collectives stop.
+  ++version_[c];
+  if (compute_rate_ <= 0) return;
+  queue_.push(now_ + to_duration(std::max(0.0, remaining_[c]) / compute_rate_), c, version_[c],
+              kBandwidthDone);
 }
 
 // Processor sharing: every active flow on a link progresses at 1/n of the full rate.

@@ -78,6 +78,7 @@ class Simulator {
   void close_instant();
   bool slowed(const Task& t) const;  // a compute task that collectives slow down
   void set_comm_active(int delta);
+  void schedule_compute(TaskId c);  // (re)schedules the running compute task's end
 
   const StepGraph* graph_ = nullptr;
   EngineResult* result_ = nullptr;
@@ -91,7 +92,7 @@ class Simulator {
   std::array<size_t, kNumResources> head_{};   // next task in each resource's order
   std::array<TaskId, kNumResources> running_{};
   std::array<TaskId, kNumResources> previous_{};  // last task that ran on each resource
-  std::array<bool, kNumResources> dirty_{};
+  uint32_t dirty_ = 0;  // bit r: resource r may be able to start its next task
   struct LinkState {
     std::vector<TaskId> active;
     SimTime updated;
@@ -103,6 +104,7 @@ class Simulator {
   double compute_rate_ = 1;  // progress per second of the running compute task
   SimTime compute_updated_{};
   bool memory_changed_ = false;
+  std::array<bool, kNumTiers> tier_changed_{};
   size_t ended_ = 0;
 };
 

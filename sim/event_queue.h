@@ -40,6 +40,8 @@ class EventQueue {
   // REQUIRES: !empty(). Removes and returns the earliest event.
   Event pop();
   void clear() { heap_.clear(); }
+  // Empties the queue and restarts the sequence (keeping the buffer) with a new shuffle seed.
+  void reset(uint64_t shuffle_seed);
   void reserve(size_t n) { heap_.reserve(n); }
 
  private:

@@ -340,10 +340,15 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
 
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
                             const DsConfig& config, const Workload& workload) {
+  return analyze_memory(model, cluster, config, zero_sizes(model, cluster.gpus, config),
+                        plan_activations(model, config, workload));
+}
+
+MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
+                            const DsConfig& config, const ZeroSizes& s,
+                            const ActivationPlan& acts) {
   const ZeroConfig& z = config.zero;
-  const ZeroSizes s = zero_sizes(model, cluster.gpus, config);
   const std::array<MemoryBreakdown, kNumTiers> base = persistent_memory(s, cluster, config);
-  const ActivationPlan acts = plan_activations(model, config, workload);
   const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
   const bool offload_opt = z.offload_optimizer.device != OffloadDevice::kNone;
   const bool gas = config.gradient_accumulation_steps > 1;

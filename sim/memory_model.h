@@ -148,6 +148,11 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& sizes,
 // REQUIRES: config passed validate_ds_config for cluster.gpus.
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
                             const DsConfig& config, const Workload& workload);
+// The same, from the sizes and activations the caller already has (zero_sizes for
+// cluster.gpus and plan_activations of the same config and workload).
+MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
+                            const DsConfig& config, const ZeroSizes& sizes,
+                            const ActivationPlan& acts);
 
 }  // namespace zplan::sim
 

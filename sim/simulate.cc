@@ -96,27 +96,42 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     steps = builder.distinct_micro_steps();
   }
   const double per_node = cluster.gpus_per_node();
-  Simulator simulator;
-  StepGraph graph;
-  EngineResult er;
+  SimWorkspace local;
+  SimWorkspace& ws = options.workspace != nullptr ? *options.workspace : local;
+  Simulator& simulator = ws.simulator;
+  StepGraph& graph = ws.graph;
+  EngineResult& er = ws.result;
   EngineOptions eo;
   eo.shuffle_seed = options.shuffle_seed;
   eo.record_memory = observed;
   double offset_s = 0;
   bool first = true;
-  for (const auto& [ms, repeat] : steps) {
-    builder.build(ms, &graph);
+  std::array<MemoryBreakdown, kNumTiers> boundary_memory{};
+  // The micro-steps (the boundary one last), then the optimizer step from where it left memory.
+  for (size_t i = 0; i <= steps.size(); ++i) {
+    const bool optimizer = i == steps.size();
+    const int repeat = optimizer ? 1 : steps[i].second;
+    if (optimizer) {
+      builder.build_optimizer_step(boundary_memory, &graph);
+    } else {
+      builder.build(steps[i].first, &graph);
+    }
     simulator.run(graph, eo, &er);
+    if (!optimizer && steps[i].first == gas - 1) boundary_memory = er.final_memory;
     const double dur = to_seconds(er.end);
-    res.micro_step_s.push_back(dur);
-    res.micro_step_repeats.push_back(repeat);
+    if (optimizer) {
+      res.optimizer_step_s = dur;
+    } else {
+      res.micro_step_s.push_back(dur);
+      res.micro_step_repeats.push_back(repeat);
+    }
     res.step_time_s += dur * repeat;
     res.tasks += graph.tasks().size();
     res.events += er.events;
     const auto& tasks = graph.tasks();
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const Task& t = tasks[i];
-      double busy = to_seconds(er.timing[i].end - er.timing[i].start);
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      const Task& t = tasks[k];
+      double busy = to_seconds(er.timing[k].end - er.timing[k].start);
       res.resources[static_cast<int>(t.resource)].busy_s += busy * repeat;
       res.wire_bytes += t.wire_bytes * repeat;
       res.wire_bytes_by_kind[static_cast<int>(t.kind)] += t.wire_bytes * repeat;
@@ -126,8 +141,8 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     }
     // The critical path: from the task that ended last, back through what released each task.
     TaskId cur = kNoTask;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      if (cur == kNoTask || er.timing[i].end > er.timing[cur].end) cur = static_cast<TaskId>(i);
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      if (cur == kNoTask || er.timing[k].end > er.timing[cur].end) cur = static_cast<TaskId>(k);
     }
     while (cur != kNoTask) {
       double d = to_seconds(er.timing[cur].end - er.timing[cur].start);
@@ -140,7 +155,7 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
         res.peak_bytes[t] = er.peak[t] * scale;
         res.at_peak[t] = er.at_peak[t].scaled(scale);
       }
-      if (first) res.steady[t] = persistent_memory(builder.sizes(), cluster, config)[t].scaled(scale);
+      if (first) res.steady[t] = builder.persistent()[t].scaled(scale);
     }
     if (options.trace != nullptr) options.trace->add(graph, er, offset_s, per_node);
     if (options.observer) options.observer(graph, er, offset_s);
@@ -159,7 +174,9 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
                           : cluster.profile.gpu.peak_flops_per_s;
   res.mfu = res.model_flops_per_gpu / res.step_time_s / peak;
   res.hfu = res.hardware_flops_per_gpu / res.step_time_s / peak;
-  res.analytic = analyze_memory(model, cluster, config, workload);
+  if (options.analytic_memory) {
+    res.analytic = analyze_memory(model, cluster, config, builder.sizes(), builder.activations());
+  }
   res.host_peak_bytes = res.peak_bytes[static_cast<int>(Tier::kPinnedHost)] +
                         res.peak_bytes[static_cast<int>(Tier::kHost)];
   const auto& prof = cluster.profile;

@@ -1,11 +1,12 @@
 // simulate_step(): one optimizer step of a configuration, simulated event by event, and what
 // users want to know about it -- time, throughput, where the time goes, memory over time.
 //
-// Micro-steps end in a synchronization, so an optimizer step is a sequence of independent
-// micro-step simulations. By default only the distinct ones are simulated (the first, one middle
-// one standing for all middle ones, the last with the optimizer step) and the middle one is
-// counted gas - 2 times; SimulateOptions::every_micro_step simulates all of them, with the same
-// result (a test), and is what the trace shows.
+// Micro-steps end in a synchronization and engine.step() follows the last one, so an optimizer
+// step is a sequence of independent simulations: each micro-step's forward and backward, then
+// the optimizer step. By default only the micro-steps whose graphs differ are simulated, each
+// counted for the ones it stands for (StepBuilder::distinct_micro_steps);
+// SimulateOptions::every_micro_step simulates all of them, with the same result (a test), and is
+// what the trace shows.
 #ifndef ZPLAN_SIM_SIMULATE_H_
 #define ZPLAN_SIM_SIMULATE_H_
 
@@ -30,6 +31,14 @@ class TraceWriter;
 using MicroStepObserver =
     std::function<void(const StepGraph& graph, const EngineResult& result, double offset_s)>;
 
+// Buffers simulate_step reuses between calls instead of allocating them each time; keep one per
+// thread when simulating many configurations (the planner does).
+struct SimWorkspace {
+  Simulator simulator;
+  StepGraph graph;
+  EngineResult result;
+};
+
 struct SimulateOptions {
   bool every_micro_step = false;
   uint64_t shuffle_seed = 0;     // tests: shuffle equal-time events
@@ -37,6 +46,8 @@ struct SimulateOptions {
                                  // every_micro_step)
   MicroStepObserver observer;    // if set: like trace (implies every_micro_step and memory
                                  // samples)
+  SimWorkspace* workspace = nullptr;  // optional reusable buffers
+  bool analytic_memory = true;  // also fill StepResult::analytic (the planner has it already)
 };
 
 struct ResourceUse {
@@ -53,6 +64,7 @@ struct StepResult {
   double step_time_s = 0;
   std::vector<double> micro_step_s;  // the simulated micro-steps (distinct ones by default)
   std::vector<int> micro_step_repeats;
+  double optimizer_step_s = 0;       // engine.step() after the last micro-step
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double model_flops_per_gpu = 0;     // per optimizer step: 3 x forward, no recompute

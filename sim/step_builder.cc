@@ -23,6 +23,10 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);
   layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
   for (size_t p = pieces_.size(); p-- > 0;) layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
+  for (const models::Layer& layer : model.layers()) {
+    module_base_.push_back(module_count_);
+    module_count_ += static_cast<int>(layer.modules.size());
+  }
   const double fwd = model.forward_flops(workload.seq_len, config.micro_batch);
   model_flops_ = 3 * fwd;
   double recomputed = 0;
@@ -34,12 +38,22 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   hardware_flops_ = model_flops_ + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
+  // Roughly: compute and gathers per piece in forward and backward, plus buckets.
+  expected_tasks_ = 6 * pieces_.size() + 64;
 }
 
 std::vector<std::pair<int, int>> StepBuilder::distinct_micro_steps() const {
   const int gas = static_cast<int>(config_.gradient_accumulation_steps);
+  const ZeroConfig& z = config_.zero;
+  // Stage 3 without optimizer offload does the same in every micro-step: gradients are reduce-
+  // scattered and added into a buffer that always exists.
+  if (z.stage == 3 && z.offload_optimizer.device == OffloadDevice::kNone) return {{gas - 1, gas}};
   if (gas == 1) return {{0, 1}};
   if (gas == 2) return {{0, 1}, {1, 1}};
+  // Stages 0 and 1 reduce only at the boundary; the first micro-step runs the same tasks as the
+  // middle ones and only allocates the gradients they start with, so its memory peak is no
+  // higher: a middle micro-step stands for it too.
+  if (z.stage <= 1) return {{1, gas - 1}, {gas - 1, 1}};
   return {{0, 1}, {1, gas - 2}, {gas - 1, 1}};
 }
 
@@ -107,7 +121,8 @@ Task StepBuilder::memory_task(TaskKind kind, Resource resource, double bytes) co
 }
 
 void StepBuilder::build(int micro_step, StepGraph* graph) const {
-  *graph = StepGraph();
+  graph->clear();
+  graph->reserve(expected_tasks_);
   Ctx c;
   c.g = graph;
   c.ms = micro_step;
@@ -133,7 +148,19 @@ void StepBuilder::build(int micro_step, StepGraph* graph) const {
     build_forward_simple(c);
     build_backward_simple(c);
   }
-  if (c.boundary) build_optimizer(c);
+  graph->finalize();
+}
+
+void StepBuilder::build_optimizer_step(const std::array<MemoryBreakdown, kNumTiers>& start_memory,
+                                       StepGraph* graph) const {
+  graph->clear();
+  Ctx c;
+  c.g = graph;
+  c.ms = -1;
+  c.boundary = true;
+  graph->baseline = start_memory;
+  graph->comm_compute_slowdown = cluster_.profile.gpu.comm_compute_slowdown;
+  build_optimizer(c);
   graph->finalize();
 }
 
@@ -284,7 +311,6 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
         d.index = b.index;
         TaskId dt = c.g->add(d);
         c.g->depend(dt, r);
-        c.grad_copies.push_back(dt);
       } else if (gas) {
         // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
         Task h = copy_task(TaskKind::kH2D, Resource::kH2D, p * slice);
@@ -297,7 +323,6 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
         d.index = b.index;
         TaskId dt = c.g->add(d);
         c.g->depend(dt, ht);
-        c.grad_copies.push_back(dt);
       }
     }
     c.last_reduction = r;
@@ -408,18 +433,14 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     t.micro_step = -1;
     return c.g->add(t);
   };
-  // The step waits for every reduction and gradient copy of the last micro-step.
-  auto wait_for_gradients = [&](TaskId t) {
-    if (c.last_reduction != kNoTaskId) c.g->depend(t, c.last_reduction);
-    for (TaskId copy : c.grad_copies) c.g->depend(t, copy);
-  };
+  // The step starts after the last micro-step's synchronization: every reduction and gradient
+  // copy has ended, so nothing here waits on them.
 
   if (z.stage == 0) {
     // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
     Task t = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
                          gpu_adam_bytes(p) * sizes_.psi);
     TaskId ot = step_task(t);
-    wait_for_gradients(ot);
     if (config_.precision != Precision::kFp32) {
       c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
       c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
@@ -436,7 +457,6 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       // item 8).
       Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
       TaskId pt = step_task(prep);
-      wait_for_gradients(pt);
       c.g->effect(pt, false, gpu, Category::kGrads, p * P);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
       c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
@@ -452,7 +472,6 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       adam.resource = Resource::kCpuOptimizer;
       adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
       TaskId at = step_task(adam);
-      wait_for_gradients(at);
       Task h2d = copy_task(TaskKind::kH2D, Resource::kH2D, p * P);
       last = step_task(h2d);
       c.g->depend(last, at);
@@ -482,7 +501,6 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S);
       prep.index = g;
       TaskId pt = step_task(prep);
-      wait_for_gradients(pt);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
       Task adam = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
@@ -501,7 +519,6 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       r.micro_step = -1;
       r.index = g;
       read = c.g->add(r);
-      wait_for_gradients(read);
       // Without pipeline_read the next swap-in starts after this sub-group is written back.
       if (!opt.pipeline_read && prev_write != kNoTaskId) c.g->depend(read, prev_write);
       if (opt.pipeline_read && prev_read != kNoTaskId) c.g->depend(read, prev_read);
@@ -513,7 +530,6 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     adam.index = g;
     adam.work_s = hardware::cpu_adam_time_s(node, S, cpu_threads_, ranks_per_node_);
     TaskId at = step_task(adam);
-    wait_for_gradients(at);
     if (read != kNoTaskId) c.g->depend(at, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);

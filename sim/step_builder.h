@@ -18,8 +18,8 @@
 //    NVMe swaps per sub-group (pipeline_read / pipeline_write), parameter fetches from the host
 //    or NVMe before the gather; activation checkpointing recomputes each layer before its
 //    backward, with cpu_checkpointing copies.
-// Micro-steps end with a synchronization (DeepSpeed's backward epilogue), so each is a graph of
-// its own; the last one also holds the optimizer step.
+// Micro-steps end with a synchronization (DeepSpeed's backward epilogue), and engine.step()
+// runs after the last one, so each micro-step and the optimizer step are graphs of their own.
 #ifndef ZPLAN_SIM_STEP_BUILDER_H_
 #define ZPLAN_SIM_STEP_BUILDER_H_
 
@@ -41,14 +41,23 @@ class StepBuilder {
   StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
               const DsConfig& config, const Workload& workload);
 
-  // Clears *graph and fills it with micro-step `micro_step` (0-based) of the optimizer step.
+  // Clears *graph and fills it with the forward and backward of micro-step `micro_step`
+  // (0-based, of gradient_accumulation_steps).
   void build(int micro_step, StepGraph* graph) const;
+  // Clears *graph and fills it with the optimizer step, which starts from `start_memory` (what
+  // the last micro-step left: model states plus the gradients it reduced).
+  void build_optimizer_step(const std::array<MemoryBreakdown, kNumTiers>& start_memory,
+                            StepGraph* graph) const;
 
-  // Micro-steps that differ: [0], [1] (if gas > 2, standing for 1..gas-2) and [gas-1]; with
-  // their repeat counts, summing to gas.
+  // Micro-steps whose graphs differ, each with how many micro-steps it stands for (the repeats
+  // sum to gradient_accumulation_steps); the last entry is always the boundary micro-step,
+  // gas - 1, whose final memory the optimizer step starts from.
   std::vector<std::pair<int, int>> distinct_micro_steps() const;
 
   const ZeroSizes& sizes() const { return sizes_; }
+  const ActivationPlan& activations() const { return acts_; }
+  // Model states and persistent buffers per rank (persistent_memory of sizes()).
+  const std::array<MemoryBreakdown, kNumTiers>& persistent() const { return persistent_; }
   const std::vector<Piece>& pieces() const { return pieces_; }
   // FLOPs per GPU of one micro-step: the model's (forward + backward = 3 x forward) and the
   // hardware's (plus the recomputed forward under activation checkpointing).
@@ -82,10 +91,13 @@ class StepBuilder {
   ActivationPlan acts_;
   std::vector<Piece> pieces_;
   std::vector<int> layer_first_piece_;  // index of each layer's first piece, plus the end
+  std::vector<int> module_base_;        // index of each layer's first module among all modules
+  int module_count_ = 0;
   double model_flops_ = 0;
   double hardware_flops_ = 0;
   int ranks_per_node_ = 1;
   int cpu_threads_ = 1;  // CPU Adam threads of one rank
+  size_t expected_tasks_ = 0;
   // Collective costs repeat (the same module sizes in every layer): memoized per build.
   struct CostEntry {
     hardware::Collective op;

@@ -22,9 +22,8 @@ struct StepBuilder::Ctx {
   bool first = false;
   bool boundary = false;
   TaskId last_compute = kNoTaskId;
-  TaskId last_reduction = kNoTaskId;        // the step waits for it
+  TaskId last_reduction = kNoTaskId;        // the micro-step's last gradient reduction
   std::vector<TaskId> bucket_reduced;       // reduction task of each bucket, by bucket index
-  std::vector<TaskId> grad_copies;          // gradient copies to the host the step waits for
   std::vector<TaskId> ckpt_on_host;         // per layer: the copy of its checkpoint to the host
 };
 

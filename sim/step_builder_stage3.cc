@@ -1,7 +1,6 @@
 // Stage 3's forward and backward: parameter fetches, their prefetch and release, and the
 // reduce-scatter of gradient buckets. "ref §x" = reference/deepspeed_internals.md.
 #include <algorithm>
-#include <map>
 
 #include "hardware/cost_model.h"
 #include "sim/step_builder.h"
@@ -48,7 +47,7 @@ void StepBuilder::build_stage3(Ctx& c) const {
     const Piece& pc = pieces_[piece];
     if (pc.fetch_module >= 0) {
       u.fetch = sizes_.module_fetch[pc.layer][pc.fetch_module];
-      u.module_key = pc.layer * 4096 + pc.fetch_module;
+      u.module_key = module_base_[pc.layer] + pc.fetch_module;
     }
     return u;
   };
@@ -67,14 +66,16 @@ void StepBuilder::build_stage3(Ctx& c) const {
   const size_t n_uses = uses.size();
   std::vector<bool> keep_after(n_uses, false);
   {
-    std::map<int, size_t> next_use;  // module key -> index of its next use (scanning backwards)
+    // Index of each module's next use, scanning backwards (kNone: not used again).
+    constexpr size_t kNone = static_cast<size_t>(-1);
+    std::vector<size_t> next_use(module_count_, kNone);
     std::vector<double> fetched_before(n_uses + 1, 0);
     for (size_t u = 0; u < n_uses; ++u) fetched_before[u + 1] = fetched_before[u] + uses[u].fetch;
     for (size_t u = n_uses; u-- > 0;) {
       if (uses[u].fetch <= 0) continue;
-      auto it = next_use.find(uses[u].module_key);
-      if (it != next_use.end()) {
-        double between = fetched_before[it->second] - fetched_before[u + 1];
+      size_t next = next_use[uses[u].module_key];
+      if (next != kNone) {
+        double between = fetched_before[next] - fetched_before[u + 1];
         keep_after[u] = between < static_cast<double>(z.max_reuse_distance);
       }
       next_use[uses[u].module_key] = u;
@@ -89,7 +90,7 @@ void StepBuilder::build_stage3(Ctx& c) const {
   std::vector<TaskId> compute(n_uses, kNoTaskId);
   std::vector<size_t> gather_use;      // consumer use of each gather, in order
   std::vector<double> gather_elems;
-  std::map<int, TaskId> available;     // module key -> the gather that made it available
+  std::vector<TaskId> available(module_count_, kNoTaskId);  // module -> gather holding it
   Bucketer bucketer(sizes_.bucket);
   std::vector<TaskId> bucket_copy;     // the interleave copy of each bucket (frees the IPG buffer)
 
@@ -109,18 +110,18 @@ void StepBuilder::build_stage3(Ctx& c) const {
                               hardware::Collective::kReduceScatter, bytes);
     rs.micro_step = static_cast<int16_t>(c.ms);
     rs.index = b.index;
+    const double slice = b.elems / n;
+    if (!offload) {
+      // The reduced partition is added into grad_partitions_flat_buffer (read both, write one: 3
+      // passes; the first micro-step copies instead, 2 passes -- a difference below this model's
+      // resolution, ignored so that every micro-step but the last has the same tasks). A short
+      // kernel on the same stream, counted into this task.
+      rs.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 3 * a * slice);
+    }
     TaskId rt = c.g->add(rs);
     c.g->effect(rt, true, gpu, Category::kBuckets, -bytes);
     c.last_reduction = rt;
-    const double slice = b.elems / n;
-    if (!offload) {
-      // Into grad_partitions_flat_buffer: a copy on the first micro-step, an add after.
-      Task acc = memory_task(TaskKind::kGradAccumulate, rs_stream, (c.first ? 2 : 3) * a * slice);
-      acc.micro_step = static_cast<int16_t>(c.ms);
-      acc.index = b.index;
-      c.last_reduction = c.g->add(acc);
-      return;
-    }
+    if (!offload) return;
     // partition_grads with offload: the partition goes to the pinned host buffer; later micro-
     // steps bring the accumulated one back to add (ref §5.2). At the boundary it is cast to fp32
     // and copied to the sub-group's fp32 gradient buffer.
@@ -149,7 +150,6 @@ void StepBuilder::build_stage3(Ctx& c) const {
       c.g->depend(wt, last);
       last = wt;
     }
-    c.grad_copies.push_back(last);
   };
 
   for (size_t u = 0; u < n_uses; ++u) {
@@ -157,9 +157,8 @@ void StepBuilder::build_stage3(Ctx& c) const {
     const Piece& pc = pieces_[use.piece];
     TaskId gather = kNoTaskId;
     if (use.fetch > 0) {
-      auto it = available.find(use.module_key);
-      if (it != available.end()) {
-        gather = it->second;  // still gathered from an earlier use
+      if (available[use.module_key] != kNoTaskId) {
+        gather = available[use.module_key];  // still gathered from an earlier use
       } else {
         // Issue point: the gather may start once compute has reached the use `reach` gathers
         // back (its preceding compute task has ended).
@@ -259,7 +258,7 @@ void StepBuilder::build_stage3(Ctx& c) const {
     // Release the module's gathered parameters after this use unless it is reused soon.
     if (use.fetch > 0 && !keep_after[u]) {
       c.g->effect(t, true, gpu, Category::kGatheredParams, -p * use.fetch);
-      available.erase(use.module_key);
+      available[use.module_key] = kNoTaskId;
     }
   }
   bucketer.flush(reduce_bucket);

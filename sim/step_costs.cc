@@ -55,6 +55,34 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
   return t;
 }
 
+// True iff two layers have the same compute and parameters (transformer blocks do), so that
+// their pieces cost the same.
+bool same_compute(const models::Layer& a, const models::Layer& b) {
+  if (a.kind != b.kind || a.ops.size() != b.ops.size() || a.modules.size() != b.modules.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const models::ComputeOp& x = a.ops[i];
+    const models::ComputeOp& y = b.ops[i];
+    if (x.kind != y.kind || x.n != y.n || x.k != y.k || x.heads != y.heads ||
+        x.head_dim != y.head_dim || x.bytes_per_token != y.bytes_per_token ||
+        x.module != y.module) {
+      return false;
+    }
+  }
+  for (size_t m = 0; m < a.modules.size(); ++m) {
+    const auto& pa = a.modules[m].params;
+    const auto& pb = b.modules[m].params;
+    if (pa.size() != pb.size() || a.modules[m].tied_to.empty() != b.modules[m].tied_to.empty()) {
+      return false;
+    }
+    for (size_t k = 0; k < pa.size(); ++k) {
+      if (pa[k].numel != pb[k].numel) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSpec& gpu,
@@ -66,9 +94,22 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSp
   const double batch = static_cast<double>(config.micro_batch);
   std::vector<Piece> pieces;
   const auto& layers = model.layers();
+  size_t prev_first = 0;  // pieces of the previous layer: [prev_first, pieces.size())
   for (size_t li = 0; li < layers.size(); ++li) {
     const models::Layer& layer = layers[li];
     const size_t first_piece = pieces.size();
+    // Identical blocks cost the same; with stage 3 they are also cut the same way as long as
+    // the same modules need gathering.
+    if (li > 0 && same_compute(layer, layers[li - 1]) &&
+        (!stage3 || sizes.module_fetch[li] == sizes.module_fetch[li - 1])) {
+      for (size_t p = prev_first; p < first_piece; ++p) {
+        pieces.push_back(pieces[p]);
+        pieces.back().layer = static_cast<int>(li);
+      }
+      prev_first = first_piece;
+      continue;
+    }
+    prev_first = first_piece;
     auto needs_fetch = [&](int module) {
       return stage3 && module >= 0 && sizes.module_fetch[li][module] > 0;
     };

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <numeric>
 
 namespace zplan::sim {
 
@@ -45,28 +44,65 @@ void StepGraph::effect(TaskId id, bool at_end, Tier tier, Category category, dou
   effect_owner_.push_back(id);
 }
 
-void StepGraph::finalize() {
-  // Group effects by task, keeping each task's effects in the order they were added.
-  std::vector<uint32_t> perm(effects_.size());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](uint32_t a, uint32_t b) { return effect_owner_[a] < effect_owner_[b]; });
-  std::vector<MemEffect> sorted(effects_.size());
-  for (Task& t : tasks_) t.effects_count = 0;
-  for (size_t i = 0; i < perm.size(); ++i) {
-    sorted[i] = effects_[perm[i]];
-    Task& t = tasks_[effect_owner_[perm[i]]];
-    if (t.effects_count == 0) t.effects_begin = static_cast<uint32_t>(i);
-    ++t.effects_count;
-  }
-  effects_ = std::move(sorted);
+void StepGraph::clear() {
+  tasks_.clear();
+  effects_.clear();
   effect_owner_.clear();
-  // Duplicate edges would count a dependency twice; drop them.
-  std::sort(edges_.begin(), edges_.end());
-  edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
-  in_degree_.assign(tasks_.size(), 0);
+  edges_.clear();
+  in_degree_.clear();
+  for (auto& o : order_) o.clear();
+  baseline = {};
+  comm_compute_slowdown = 0;
+}
+
+void StepGraph::reserve(size_t tasks) {
+  tasks_.reserve(tasks);
+  effects_.reserve(3 * tasks);
+  effect_owner_.reserve(3 * tasks);
+  edges_.reserve(2 * tasks);
+}
+
+void StepGraph::finalize() {
+  const size_t n = tasks_.size();
+  // Group effects by task with a counting sort (stable: each task keeps its effects in the order
+  // they were added).
+  scratch_offsets_.assign(n + 1, 0);
+  for (TaskId owner : effect_owner_) ++scratch_offsets_[owner + 1];
+  for (size_t i = 0; i < n; ++i) {
+    tasks_[i].effects_begin = scratch_offsets_[i];
+    tasks_[i].effects_count = scratch_offsets_[i + 1];
+    scratch_offsets_[i + 1] += scratch_offsets_[i];
+  }
+  scratch_effects_.resize(effects_.size());
+  for (size_t i = 0; i < effects_.size(); ++i) {
+    scratch_effects_[scratch_offsets_[effect_owner_[i]]++] = effects_[i];
+  }
+  effects_.swap(scratch_effects_);
+  effect_owner_.clear();
+  // Edges by source (a counting sort again), duplicates dropped: a repeated edge would count one
+  // dependency twice.
+  scratch_offsets_.assign(n + 1, 0);
+  for (const auto& e : edges_) ++scratch_offsets_[e.first + 1];
+  for (size_t i = 0; i < n; ++i) scratch_offsets_[i + 1] += scratch_offsets_[i];
+  std::vector<std::pair<TaskId, TaskId>> sorted(edges_.size());
+  for (const auto& e : edges_) sorted[scratch_offsets_[e.first]++] = e;
+  // Within one source, sort the few targets and drop repeats.
+  size_t out = 0;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j < sorted.size() && sorted[j].first == sorted[i].first) ++j;
+    std::sort(sorted.begin() + i, sorted.begin() + j);
+    for (size_t k = i; k < j; ++k) {
+      if (k > i && sorted[k] == sorted[k - 1]) continue;
+      sorted[out++] = sorted[k];
+    }
+    i = j;
+  }
+  sorted.resize(out);
+  edges_.swap(sorted);
+  in_degree_.assign(n, 0);
   for (const auto& e : edges_) ++in_degree_[e.second];
-  dag_ = DagGraph(boost::edges_are_sorted, edges_.begin(), edges_.end(), tasks_.size());
+  dag_ = DagGraph(boost::edges_are_sorted, edges_.begin(), edges_.end(), n);
 }
 
 }  // namespace zplan::sim

@@ -108,6 +108,10 @@ class StepGraph {
 
   // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
   void finalize();
+  // Empties the graph, keeping its buffers' capacity for the next build.
+  void clear();
+  // Pre-sizes the buffers for about `tasks` tasks.
+  void reserve(size_t tasks);
 
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<MemEffect>& effects() const { return effects_; }
@@ -127,6 +131,8 @@ class StepGraph {
   std::vector<Task> tasks_;
   std::vector<MemEffect> effects_;
   std::vector<TaskId> effect_owner_;  // until finalize() sorts effects_ by task
+  std::vector<MemEffect> scratch_effects_;
+  std::vector<uint32_t> scratch_offsets_;
   std::vector<std::pair<TaskId, TaskId>> edges_;  // (before, after)
   std::vector<uint32_t> in_degree_;
   std::array<std::vector<TaskId>, kNumResources> order_;

@@ -28,7 +28,8 @@ using SimTime = SimClock::time_point;
 // REQUIRES: seconds >= 0 and finite.
 inline SimDuration to_duration(double seconds) {
   assert(seconds >= 0 && std::isfinite(seconds));
-  return SimDuration(std::llround(seconds * 1e9));
+  // Round half up; for non-negative values this is llround without the libm call.
+  return SimDuration(static_cast<int64_t>(seconds * 1e9 + 0.5));
 }
 
 inline double to_seconds(SimDuration d) { return static_cast<double>(d.count()) * 1e-9; }

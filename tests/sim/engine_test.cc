@@ -160,3 +160,29 @@ TEST_CASE("results do not depend on the order of equal-time events", "[engine]")
 
 }  // namespace
 }  // namespace zplan::sim
+
+namespace zplan::sim {
+namespace {
+
+TEST_CASE("compute slows down while a collective runs on another stream", "[engine]") {
+  // Compute: 10 ms of work from t = 0. A 4 ms all-gather on the gather stream starts at t = 2 ms
+  // (after a 2 ms copy). With slowdown s, compute does 2 ms of work by t = 2, 4 * (1 - s) during
+  // the gather, and the rest at full speed after t = 6:
+  //   s = 0.5: 2 + 2 + 6 -> ends at 12 ms;   s = 1: 2 + 0 + 8 -> ends at 14 ms (no overlap).
+  for (auto [s, end_ms] : {std::pair{0.5, 12.0}, std::pair{1.0, 14.0}, std::pair{0.0, 10.0}}) {
+    StepGraph g;
+    g.comm_compute_slowdown = s;
+    g.add(compute(10e-3));
+    Task copy = transfer(Resource::kH2D, LinkSlot::kNone, 0, 2e-3);
+    copy.kind = TaskKind::kH2D;
+    TaskId c = g.add(copy);
+    TaskId ag = g.add(transfer(Resource::kGatherStream, LinkSlot::kIntraNode, 0, 4e-3));
+    g.depend(ag, c);
+    EngineResult r = run(g);
+    INFO("slowdown " << s);
+    CHECK(secs(r.timing[0].end) == Approx(end_ms * 1e-3).margin(1e-9));
+  }
+}
+
+}  // namespace
+}  // namespace zplan::sim
