@@ -47,6 +47,11 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& name) {
     std::string detail = at == std::string::npos ? what : what.substr(at);
     throw InputError(name, "line " + std::to_string(line) + ", column " +
                                std::to_string(column) + ": invalid JSON: " + detail);
+  } catch (const nlohmann::json::exception& e) {
+    // Other failures while parsing, e.g. "number overflow parsing '2e444'" (out_of_range.406).
+    std::string what = e.what();
+    size_t at = what.find("] ");
+    throw InputError(name, "invalid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
 }
 

@@ -619,7 +619,10 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
 
   const bool deprecated_zero =
       document.contains("zero_optimization") && document["zero_optimization"].is_boolean();
-  for (const auto& [key, value] : document.items()) {
+  for (const auto& item : document.items()) {
+    // A plain reference, not a structured binding: clang 14 cannot capture those in a lambda.
+    const std::string& key = item.key();
+    const auto& value = item.value();
     const bool modeled = std::find(std::begin(kModeledTopKeys), std::end(kModeledTopKeys), key) !=
                              std::end(kModeledTopKeys) ||
                          std::any_of(std::begin(kSharedBlocks), std::end(kSharedBlocks),

@@ -1,1 +1,1 @@
-list(APPEND ZPLAN_TEST_SOURCES)
+list(APPEND ZPLAN_TEST_SOURCES cli/bad_input_test.cc cli/examples_test.cc cli/readme_test.cc)

@@ -1,0 +1,136 @@
+// Every kind of bad input ends in one line on stderr and a documented nonzero exit code --
+// never a crash, a hang or a stack trace -- for every command that reads a training setup.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/cli/cli_test_util.h"
+
+namespace zplan::testing {
+namespace {
+
+// A file in a fresh temporary directory with the given content; removed at scope end.
+struct TempFile {
+  explicit TempFile(const std::string& content, const std::string& name = "input.json") {
+    char tmpl[] = "/tmp/zplan-bad-XXXXXX";
+    dir = mkdtemp(tmpl);
+    path = dir + "/" + name;
+    std::ofstream(path) << content;
+  }
+  ~TempFile() {
+    std::remove(path.c_str());
+    rmdir(dir.c_str());
+  }
+  std::string dir, path;
+};
+
+void expect_one_line_error(const RunResult& r, int code, const std::string& mentions) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == code);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("zplan: ", 0) == 0);
+  CHECK(r.err.find(mentions) != std::string::npos);
+  CHECK(r.err.find("terminate called") == std::string::npos);
+}
+
+const char* const kSetupCommands[] = {"memory", "simulate"};
+
+TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {
+  expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw a100 --frobnicate"), 2,
+                        "--frobnicate");
+  expect_one_line_error(run_zplan("simulate --model 20b --hw a100"), 2, "--gpus");
+  expect_one_line_error(run_zplan("simulate --model 20b --gpus eight --hw a100"), 2, "--gpus");
+  expect_one_line_error(run_zplan("nosuchcommand"), 2, "nosuchcommand");
+}
+
+TEST_CASE("unknown model, hardware or missing file (exit 1)", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 21b --gpus 8 --hw a100"), 1,
+                          "21b");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw b300"), 1,
+                          "b300");
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --ds-config /nonexistent.json"),
+        1, "/nonexistent.json");
+  }
+}
+
+TEST_CASE("malformed or invalid ds_config files name the file and the field (exit 1)",
+          "[cli]") {
+  struct Case {
+    const char* json;
+    const char* mentions;
+  };
+  const Case cases[] = {
+      {R"({"train_batch_size": 16,)", "line 1"},                                   // truncated
+      {R"({"train_batch_size": 16, "zero_optimization": {"stage": 5}})", "/zero_optimization/stage"},
+      {R"({"train_batch_size": 16, "zero_optimization": {"stage": 2, "reduce_bucket_size": -5}})",
+       "/zero_optimization/reduce_bucket_size"},
+      {R"({"train_batch_size": 16, "zero_optimization": {"stage": 2,
+           "offload_param": {"device": "cpu"}}})",
+       "/zero_optimization/offload_param"},
+      {R"({"train_batch_size": 16, "zero_optimization": {"stage": 3, "stage3_prefetch": 1}})",
+       "stage3_prefetch"},
+      {R"({"train_batch_size": 15, "train_micro_batch_size_per_gpu": 2,
+           "gradient_accumulation_steps": 1})",
+       "train_batch_size"},
+  };
+  for (const Case& c : cases) {
+    TempFile f(c.json);
+    for (const char* cmd : kSetupCommands) {
+      INFO(cmd << " " << c.json);
+      RunResult r = run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --ds-config " +
+                              f.path);
+      expect_one_line_error(r, 1, c.mentions);
+      CHECK(r.err.find(f.path) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 0 --hw a100"), 1,
+                          "--gpus");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 3 --nodes 2 --hw a100"),
+                          1, "--gpus");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 16 --hw a100"), 1,
+                          "--nodes");
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 2 --offload-param cpu"),
+        1, "offload_param");
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 2 --ds-config "
+                                     "examples/ds_configs/zero2.json"),
+        1, "--ds-config");
+  }
+}
+
+TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
+  // Take the stock a100 profile and break it in two ways.
+  std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");
+  std::string no_memory = stock;
+  no_memory.replace(no_memory.find("\"memory_gib\""), 12, "\"memory_gb\"");
+  std::string zero_bw = stock;
+  size_t at = zero_bw.find("\"intra_busbw_gbps\": ");
+  zero_bw.replace(at, zero_bw.find(',', at) - at, "\"intra_busbw_gbps\": 0");
+  TempFile a(no_memory, "a.json"), b(zero_bw, "b.json");
+  expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + a.path), 1, "/gpu/memory");
+  expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + b.path), 1,
+                        "/node/intra_busbw_gbps");
+}
+
+TEST_CASE("outputs are never written over an existing file without --force", "[cli]") {
+  TempFile existing("precious", "trace.json");
+  RunResult r = run_zplan("simulate --model 125m --gpus 8 --hw a100 --stage 2 --trace " +
+                          existing.path);
+  expect_one_line_error(r, 1, "exists");
+  CHECK(slurp(existing.path) == "precious");
+}
+
+}  // namespace
+}  // namespace zplan::testing
