@@ -182,11 +182,7 @@ void StepBuilder::add_forward_memory(Ctx& c, TaskId t, int layer, bool recompute
   c.g->effect(t, true, gpu, Category::kActivations, -acts_.extra[l]);
   if (acts_.checkpointed[l] && acts_.checkpoints_on_host && acts_.kept[l] > 0) {
     // cpu_checkpointing: the checkpoint moves to host memory (ref §6).
-    Task copy = copy_task(TaskKind::kD2H, Resource::kD2H, acts_.kept[l]);
-    copy.micro_step = static_cast<int16_t>(c.ms);
-    copy.layer = layer;
-    TaskId d2h = c.g->add(copy);
-    c.g->depend(d2h, t);
+    TaskId d2h = place(c, copy_task(TaskKind::kD2H, Resource::kD2H, acts_.kept[l]), layer, -1, t);
     c.g->effect(d2h, false, Tier::kHost, Category::kCheckpoints, acts_.kept[l]);
     c.g->effect(d2h, true, gpu, Category::kCheckpoints, -acts_.kept[l]);
     c.ckpt_on_host[l] = d2h;
@@ -198,11 +194,8 @@ TaskId StepBuilder::add_recompute(Ctx& c, int layer, TaskId after_compute) const
   const size_t l = static_cast<size_t>(layer);
   TaskId h2d = kNoTaskId;
   if (c.ckpt_on_host[l] != kNoTaskId) {
-    Task copy = copy_task(TaskKind::kH2D, Resource::kH2D, acts_.kept[l]);
-    copy.micro_step = static_cast<int16_t>(c.ms);
-    copy.layer = layer;
-    h2d = c.g->add(copy);
-    c.g->depend(h2d, c.ckpt_on_host[l]);
+    h2d = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, acts_.kept[l]), layer, -1,
+                c.ckpt_on_host[l]);
     if (after_compute != kNoTaskId) c.g->depend(h2d, after_compute);
     c.g->effect(h2d, false, Tier::kGpu, Category::kCheckpoints, acts_.kept[l]);
     c.g->effect(h2d, true, Tier::kHost, Category::kCheckpoints, -acts_.kept[l]);
@@ -225,6 +218,15 @@ void StepBuilder::add_backward_memory(Ctx& c, TaskId t, int layer, bool last_pie
   } else {
     c.g->effect(t, true, gpu, Category::kActivations, -acts_.kept[l]);
   }
+}
+
+TaskId StepBuilder::place(Ctx& c, Task t, int layer, int index, TaskId after) const {
+  t.micro_step = static_cast<int16_t>(c.ms);
+  t.layer = layer;
+  t.index = index;
+  TaskId id = c.g->add(t);
+  if (after != kNoTaskId) c.g->depend(id, after);
+  return id;
 }
 
 TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
@@ -285,10 +287,7 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       t = collective_task(TaskKind::kReduce, stream, Collective::kReduceScatter, bytes);
       t.latency_s *= cluster_.gpus;
     }
-    t.micro_step = static_cast<int16_t>(c.ms);
-    t.index = b.index;
-    TaskId r = c.g->add(t);
-    c.g->depend(r, b.closer);
+    TaskId r = place(c, t, -1, b.index, b.closer);
     if (c.bucket_reduced.size() <= static_cast<size_t>(b.index)) {
       c.bucket_reduced.resize(b.index + 1, kNoTaskId);
     }
@@ -306,23 +305,11 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       if (c.boundary) {
         // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
         // (ref §5.1).
-        Task d = copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice);
-        d.micro_step = static_cast<int16_t>(c.ms);
-        d.index = b.index;
-        TaskId dt = c.g->add(d);
-        c.g->depend(dt, r);
+        place(c, copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice), -1, b.index, r);
       } else if (gas) {
         // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
-        Task h = copy_task(TaskKind::kH2D, Resource::kH2D, p * slice);
-        h.micro_step = static_cast<int16_t>(c.ms);
-        h.index = b.index;
-        TaskId ht = c.g->add(h);
-        c.g->depend(ht, r);
-        Task d = copy_task(TaskKind::kD2H, Resource::kD2H, p * slice);
-        d.micro_step = static_cast<int16_t>(c.ms);
-        d.index = b.index;
-        TaskId dt = c.g->add(d);
-        c.g->depend(dt, ht);
+        TaskId ht = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * slice), -1, b.index, r);
+        place(c, copy_task(TaskKind::kD2H, Resource::kD2H, p * slice), -1, b.index, ht);
       }
     }
     c.last_reduction = r;
@@ -388,10 +375,8 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
   if (z.stage == 2 && !offload && !c.first) {
     // Later micro-steps add the new partition into the accumulated one (all_grad_tensors) and
     // drop the new one (ref §2.1 item 6).
-    Task acc = memory_task(TaskKind::kGradAccumulate, Resource::kCompute, 3 * a * P);
-    acc.micro_step = static_cast<int16_t>(c.ms);
-    TaskId at = c.g->add(acc);
-    if (c.last_reduction != kNoTaskId) c.g->depend(at, c.last_reduction);
+    TaskId at = place(c, memory_task(TaskKind::kGradAccumulate, Resource::kCompute, 3 * a * P), -1,
+                      -1, c.last_reduction);
     c.g->effect(at, true, gpu, Category::kGrads, -a * P);
     c.last_reduction = at;
   }
@@ -403,16 +388,12 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
     while (left > 0) {
       const double elems = std::min(left, kStage0AllreduceElems);
       left -= elems;
-      Task flat = memory_task(TaskKind::kBucketCopy, Resource::kCompute, 2 * p * elems);
-      flat.micro_step = static_cast<int16_t>(c.ms);
-      flat.index = index;
-      TaskId ft = c.g->add(flat);
+      TaskId ft = place(c, memory_task(TaskKind::kBucketCopy, Resource::kCompute, 2 * p * elems),
+                        -1, index, kNoTaskId);
       c.g->effect(ft, false, gpu, Category::kBuckets, p * elems);
-      Task ar = collective_task(TaskKind::kAllReduce, Resource::kCompute, Collective::kAllReduce,
-                                p * elems);
-      ar.micro_step = static_cast<int16_t>(c.ms);
-      ar.index = index++;
-      TaskId at = c.g->add(ar);
+      TaskId at = place(c, collective_task(TaskKind::kAllReduce, Resource::kCompute,
+                                           Collective::kAllReduce, p * elems),
+                        -1, index++, kNoTaskId);
       c.g->effect(at, true, gpu, Category::kBuckets, -p * elems);
       c.last_reduction = at;
     }
@@ -429,9 +410,9 @@ void StepBuilder::build_optimizer(Ctx& c) const {
   const Tier gpu = Tier::kGpu;
   const hardware::NodeSpec& node = cluster_.profile.node;
   const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
-  auto step_task = [&](Task t) {
-    t.micro_step = -1;
-    return c.g->add(t);
+  // Every task of this graph is part of the optimizer step; `index` names a sub-group.
+  auto step_task = [&](const Task& t, int index = -1, TaskId after = kNoTaskId) {
+    return place(c, t, -1, index, after);
   };
   // The step starts after the last micro-step's synchronization: every reduction and gradient
   // copy has ended, so nothing here waits on them.
@@ -472,17 +453,14 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       adam.resource = Resource::kCpuOptimizer;
       adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
       TaskId at = step_task(adam);
-      Task h2d = copy_task(TaskKind::kH2D, Resource::kH2D, p * P);
-      last = step_task(h2d);
-      c.g->depend(last, at);
+      last = step_task(copy_task(TaskKind::kH2D, Resource::kH2D, p * P), -1, at);
     }
     // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
     if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
     // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
-    Task ag = collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
-                              p * P * cluster_.gpus);
-    TaskId agt = step_task(ag);
-    c.g->depend(agt, last);
+    step_task(collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
+                              p * P * cluster_.gpus),
+              -1, last);
     return;
   }
 
@@ -498,15 +476,12 @@ void StepBuilder::build_optimizer(Ctx& c) const {
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];
     if (g < first_cpu) {
-      Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S);
-      prep.index = g;
-      TaskId pt = step_task(prep);
+      TaskId pt = step_task(
+          memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
-      Task adam = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
-                              gpu_adam_bytes(p) * S);
-      adam.index = g;
-      TaskId at = step_task(adam);
+      TaskId at = step_task(
+          memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, gpu_adam_bytes(p) * S), g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
       c.g->effect(at, true, gpu, Category::kGrads32, -4 * S);
       last = at;
@@ -515,10 +490,7 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     TaskId read = kNoTaskId;
     if (nvme) {
       // Swap in fp32 params, m, v and gradients (16 bytes per element).
-      Task r = copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S);
-      r.micro_step = -1;
-      r.index = g;
-      read = c.g->add(r);
+      read = step_task(copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S), g);
       // Without pipeline_read the next swap-in starts after this sub-group is written back.
       if (!opt.pipeline_read && prev_write != kNoTaskId) c.g->depend(read, prev_write);
       if (opt.pipeline_read && prev_read != kNoTaskId) c.g->depend(read, prev_read);
@@ -527,48 +499,29 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     Task adam;
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
-    adam.index = g;
     adam.work_s = hardware::cpu_adam_time_s(node, S, cpu_threads_, ranks_per_node_);
-    TaskId at = step_task(adam);
-    if (read != kNoTaskId) c.g->depend(at, read);
+    TaskId at = step_task(adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
     last = at;
     if (nvme) {
-      Task w = copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S);
-      w.micro_step = -1;
-      w.index = g;
-      TaskId wt = c.g->add(w);
-      c.g->depend(wt, at);
-      prev_write = wt;
-      last = wt;
+      prev_write = step_task(copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S), g, at);
+      last = prev_write;
     }
     if (params_on_gpu) {
       // fp16_partitioned_groups_flat[i].copy_(fp32 partition): the new 16-bit params to the GPU.
-      Task h = copy_task(TaskKind::kH2D, Resource::kH2D, p * S);
-      h.micro_step = -1;
-      h.index = g;
-      TaskId ht = c.g->add(h);
-      c.g->depend(ht, at);
-      last = ht;
+      last = step_task(copy_task(TaskKind::kH2D, Resource::kH2D, p * S), g, at);
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.
-      Task w = copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S);
-      w.micro_step = -1;
-      w.index = g;
-      TaskId wt = c.g->add(w);
-      c.g->depend(wt, at);
-      last = wt;
+      last = step_task(copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);
     }
   }
   // _post_step: persistent parameters are gathered again (ref §2.2 item 9).
   if (sizes_.persistent > 0 && cluster_.gpus > 1) {
     Resource stream = z.overlap_comm ? Resource::kGatherStream : Resource::kCompute;
-    Task ag = collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
-                              p * sizes_.persistent);
-    ag.micro_step = -1;
-    TaskId agt = c.g->add(ag);
-    if (last != kNoTaskId) c.g->depend(agt, last);
+    step_task(collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
+                              p * sizes_.persistent),
+              -1, last);
   }
 }
 

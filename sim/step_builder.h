@@ -71,6 +71,9 @@ class StepBuilder {
   void build_stage3(Ctx& c) const;
   void build_optimizer(Ctx& c) const;
   TaskId add_compute(Ctx& c, TaskKind kind, int piece) const;
+  // Adds `t` to this build's graph as part of its micro-step (or the optimizer step), naming
+  // `layer` and `index`, after `after` unless that is kNoTaskId; returns its id.
+  TaskId place(Ctx& c, Task t, int layer, int index, TaskId after) const;
   void add_forward_memory(Ctx& c, TaskId t, int layer, bool recompute) const;
   // cpu_checkpointing: copies the layer's checkpoint back before its recompute; returns the copy
   // or kNoTaskId.

@@ -98,18 +98,13 @@ void StepBuilder::build_stage3(Ctx& c) const {
     const double bytes = p * b.elems;
     // reduce_scatter_coalesced: an interleaved copy of the bucket, then one reduce_scatter
     // (ref §2.2 item 10); it frees the single IPG buffer for the next bucket.
-    Task copy = memory_task(TaskKind::kBucketCopy, rs_stream, 2 * bytes);
-    copy.micro_step = static_cast<int16_t>(c.ms);
-    copy.index = b.index;
-    TaskId ct = c.g->add(copy);
-    c.g->depend(ct, b.closer);
+    TaskId ct = place(c, memory_task(TaskKind::kBucketCopy, rs_stream, 2 * bytes), -1, b.index,
+                      b.closer);
     c.g->effect(ct, false, gpu, Category::kBuckets, bytes);
     if (bucket_copy.size() <= static_cast<size_t>(b.index)) bucket_copy.resize(b.index + 1, kNoTaskId);
     bucket_copy[b.index] = ct;
     Task rs = collective_task(TaskKind::kReduceScatter, rs_stream,
                               hardware::Collective::kReduceScatter, bytes);
-    rs.micro_step = static_cast<int16_t>(c.ms);
-    rs.index = b.index;
     const double slice = b.elems / n;
     if (!offload) {
       // The reduced partition is added into grad_partitions_flat_buffer (read both, write one: 3
@@ -118,7 +113,7 @@ void StepBuilder::build_stage3(Ctx& c) const {
       // kernel on the same stream, counted into this task.
       rs.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 3 * a * slice);
     }
-    TaskId rt = c.g->add(rs);
+    TaskId rt = place(c, rs, -1, b.index, kNoTaskId);
     c.g->effect(rt, true, gpu, Category::kBuckets, -bytes);
     c.last_reduction = rt;
     if (!offload) return;
@@ -127,28 +122,14 @@ void StepBuilder::build_stage3(Ctx& c) const {
     // and copied to the sub-group's fp32 gradient buffer.
     TaskId last = rt;
     if (!c.first && !c.boundary) {
-      Task h = copy_task(TaskKind::kH2D, Resource::kH2D, a * slice);
-      h.micro_step = static_cast<int16_t>(c.ms);
-      h.index = b.index;
-      TaskId ht = c.g->add(h);
-      c.g->depend(ht, last);
-      last = ht;
+      last = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, a * slice), -1, b.index, last);
     }
     double down = c.boundary ? 4 * slice : a * slice;
-    Task d = copy_task(TaskKind::kD2H, Resource::kD2H, down);
-    d.micro_step = static_cast<int16_t>(c.ms);
-    d.index = b.index;
-    TaskId dt = c.g->add(d);
-    c.g->depend(dt, last);
-    last = dt;
+    last = place(c, copy_task(TaskKind::kD2H, Resource::kD2H, down), -1, b.index, last);
     if (c.boundary && z.offload_optimizer.device == OffloadDevice::kNvme) {
       // The fp32 gradients of NVMe-swapped sub-groups are swapped out.
-      Task w = copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 4 * slice);
-      w.micro_step = static_cast<int16_t>(c.ms);
-      w.index = b.index;
-      TaskId wt = c.g->add(w);
-      c.g->depend(wt, last);
-      last = wt;
+      place(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 4 * slice), -1, b.index,
+            last);
     }
   };
 
@@ -182,31 +163,18 @@ void StepBuilder::build_stage3(Ctx& c) const {
         // offload_param: the partition comes from pinned host memory (or NVMe first) and is
         // copied to the GPU before the all-gather (_all_gather_dtype, ref §5.2).
         if (param_dev == OffloadDevice::kNvme) {
-          Task r = copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, part_bytes);
-          r.micro_step = static_cast<int16_t>(c.ms);
-          r.layer = pc.layer;
-          r.index = pc.fetch_module;
-          TaskId rt = c.g->add(r);
-          if (before != kNoTaskId) c.g->depend(rt, before);
-          before = rt;
+          before = place(c, copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, part_bytes),
+                         pc.layer, pc.fetch_module, before);
         }
         if (param_dev != OffloadDevice::kNone) {
-          Task h = copy_task(TaskKind::kH2D, Resource::kH2D, part_bytes);
-          h.micro_step = static_cast<int16_t>(c.ms);
-          h.layer = pc.layer;
-          h.index = pc.fetch_module;
-          TaskId ht = c.g->add(h);
-          if (before != kNoTaskId) c.g->depend(ht, before);
-          c.g->effect(ht, false, gpu, Category::kGatheredParams, part_bytes);
-          before = ht;
+          before = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, part_bytes), pc.layer,
+                         pc.fetch_module, before);
+          c.g->effect(before, false, gpu, Category::kGatheredParams, part_bytes);
         }
-        Task ag = collective_task(TaskKind::kAllGather, ag_stream,
-                                  hardware::Collective::kAllGather, p * use.fetch);
-        ag.micro_step = static_cast<int16_t>(c.ms);
-        ag.layer = pc.layer;
-        ag.index = pc.fetch_module;
-        gather = c.g->add(ag);
-        if (before != kNoTaskId) c.g->depend(gather, before);
+        gather = place(c,
+                       collective_task(TaskKind::kAllGather, ag_stream,
+                                       hardware::Collective::kAllGather, p * use.fetch),
+                       pc.layer, pc.fetch_module, before);
         // The flat gather output plus the per-parameter torch.cat copy; the flat one is dropped
         // when the gather completes (ref §2.2 item 8).
         c.g->effect(gather, false, gpu, Category::kGatheredParams, 2 * p * use.fetch);
