@@ -11,13 +11,12 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
   graph_ = &graph;
   result_ = result;
   record_memory_ = options.record_memory;
-  queue_.reset(options.shuffle_seed);
+  queue_.reset(static_cast<uint32_t>(graph.tasks().size()), options.shuffle_seed);
   const auto& tasks = graph.tasks();
   const size_t n = tasks.size();
-  queue_.reserve(n + 16);
   now_ = SimTime{};
   deps_left_.assign(graph.in_degree().begin(), graph.in_degree().end());
-  version_.assign(n, 0);
+  due_kind_.assign(n, kBandwidthDone);
   remaining_.assign(n, 0.0);
   last_dep_.assign(n, kNoTask);
   head_.fill(0);
@@ -53,14 +52,12 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
       now_ = e.at;
     }
     ++result->events;
-    if (e.version == version_[e.target]) {  // else: rescheduled since, a stale event
-      const Task& t = tasks[e.target];
-      if (e.kind == kLatencyDone && t.link != LinkSlot::kNone && t.work_s > 0 && !slowed(t)) {
-        join_link(e.target);
-      } else {
-        if (t.link != LinkSlot::kNone && e.kind == kBandwidthDone) leave_link(e.target);
-        end_task(e.target);
-      }
+    const Task& t = tasks[e.target];
+    if (due_kind_[e.target] == kLatencyDone) {
+      join_link(e.target);
+    } else {
+      if (t.link != LinkSlot::kNone && t.work_s > 0) leave_link(e.target);
+      end_task(e.target);
     }
     // Start what became ready once every event of this instant is handled.
     if (dirty_ != 0 && (queue_.empty() || queue_.top_time() > now_)) start_ready();
@@ -110,20 +107,20 @@ void Simulator::start_task(TaskId id) {
     timing.released_by = result_->timing[prev].end > result_->timing[dep].end ? prev : dep;
   }
   running_[r] = id;
-  apply_effects(t, /*at_end=*/false);
-  if (slowed(t)) {
+  if (t.effects_count != 0) apply_effects(t, /*at_end=*/false);
+  if (t.slowed_by_comm) {
     remaining_[id] = t.latency_s + t.work_s;
     compute_updated_ = now_;
     schedule_compute(id);
     return;
   }
-  if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(+1);
+  if (t.slows_compute) set_comm_active(+1);
   SimDuration latency = to_duration(t.latency_s);
-  if (t.link == LinkSlot::kNone) {
-    // A task without a shared link lasts latency + work.
-    queue_.push(now_ + latency + to_duration(t.work_s), id, version_[id], kBandwidthDone);
+  if (t.link == LinkSlot::kNone || !(t.work_s > 0)) {
+    // A task without a shared link (or without work on it) lasts latency + work.
+    schedule(id, now_ + latency + to_duration(t.work_s), kBandwidthDone);
   } else {
-    queue_.push(now_ + latency, id, version_[id], kLatencyDone);
+    schedule(id, now_ + latency, kLatencyDone);
   }
 }
 
@@ -131,8 +128,8 @@ void Simulator::end_task(TaskId id) {
   const Task& t = graph_->tasks()[id];
   const int r = static_cast<int>(t.resource);
   result_->timing[id].end = now_;
-  apply_effects(t, /*at_end=*/true);
-  if (is_collective(t.kind) && t.resource != Resource::kCompute) set_comm_active(-1);
+  if (t.effects_count != 0) apply_effects(t, /*at_end=*/true);
+  if (t.slows_compute) set_comm_active(-1);
   running_[r] = kNoTask;
   previous_[r] = id;
   dirty_ |= 1u << r;
@@ -178,10 +175,6 @@ void Simulator::close_instant() {
   if (record_memory_) result_->samples.push_back(sample);
 }
 
-bool Simulator::slowed(const Task& t) const {
-  return t.resource == Resource::kCompute && !is_collective(t.kind) && t.link == LinkSlot::kNone;
-}
-
 void Simulator::set_comm_active(int delta) {
   const bool was = comm_active_ > 0;
   comm_active_ += delta;
@@ -190,7 +183,7 @@ void Simulator::set_comm_active(int delta) {
   // The running compute task changes speed: account for its progress so far, then reschedule.
   TaskId c = running_[static_cast<int>(Resource::kCompute)];
   const double rate = is ? 1 - graph_->comm_compute_slowdown : 1.0;
-  const bool running = c != kNoTask && slowed(graph_->tasks()[c]);
+  const bool running = c != kNoTask && graph_->tasks()[c].slowed_by_comm;
   if (running) {
     remaining_[c] -= to_seconds(now_ - compute_updated_) * compute_rate_;
     compute_updated_ = now_;
@@ -201,10 +194,11 @@ void Simulator::set_comm_active(int delta) {
 
 void Simulator::schedule_compute(TaskId c) {
   // A rate of zero (slowdown 1: no overlap at all) parks the task until collectives stop.
-  ++version_[c];
-  if (compute_rate_ <= 0) return;
-  queue_.push(now_ + to_duration(std::max(0.0, remaining_[c]) / compute_rate_), c, version_[c],
-              kBandwidthDone);
+  if (compute_rate_ <= 0) {
+    queue_.cancel(c);
+    return;
+  }
+  schedule(c, now_ + to_duration(std::max(0.0, remaining_[c]) / compute_rate_), kBandwidthDone);
 }
 
 // Processor sharing: every active flow on a link progresses at 1/n of the full rate.
@@ -221,9 +215,7 @@ void Simulator::reschedule_link(int link) {
   LinkState& l = links_[link];
   double share = static_cast<double>(l.active.size());
   for (TaskId f : l.active) {
-    ++version_[f];
-    queue_.push(now_ + to_duration(std::max(0.0, remaining_[f]) * share), f, version_[f],
-                kBandwidthDone);
+    schedule(f, now_ + to_duration(std::max(0.0, remaining_[f]) * share), kBandwidthDone);
   }
 }
 

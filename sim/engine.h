@@ -7,7 +7,8 @@
 //
 // All events of one instant are processed before any task starts at that instant, and memory is
 // measured only once the instant is over, so neither the step time nor the memory peak depends on
-// the order of equal-time events (tested with the queue's shuffle mode).
+// the order of equal-time events (tested with the queue's shuffle mode). Each task has at most one
+// pending event (its latency ending, or its end); rescheduling moves it.
 // A compute task runs as a flow of its own whose rate drops to 1 - comm_compute_slowdown while
 // any collective runs on another stream; its remaining work is tracked like a link flow's.
 // A Simulator keeps its buffers between runs: reuse one to simulate many graphs without
@@ -66,6 +67,11 @@ class Simulator {
 
  private:
   enum EventKind : uint8_t { kLatencyDone = 0, kBandwidthDone = 1 };
+  // Schedules target's next event (replacing any pending one).
+  void schedule(TaskId target, SimTime at, EventKind kind) {
+    due_kind_[target] = kind;
+    queue_.schedule(target, at);
+  }
 
   void start_task(TaskId id);
   void end_task(TaskId id);
@@ -76,7 +82,6 @@ class Simulator {
   void reschedule_link(int link);
   void start_ready();
   void close_instant();
-  bool slowed(const Task& t) const;  // a compute task that collectives slow down
   void set_comm_active(int delta);
   void schedule_compute(TaskId c);  // (re)schedules the running compute task's end
 
@@ -86,7 +91,7 @@ class Simulator {
   EventQueue queue_;
   SimTime now_{};
   std::vector<uint32_t> deps_left_;
-  std::vector<uint32_t> version_;
+  std::vector<uint8_t> due_kind_;  // what each task's pending event is
   std::vector<double> remaining_;  // bandwidth work left at the full link rate, seconds
   std::vector<TaskId> last_dep_;
   std::array<size_t, kNumResources> head_{};   // next task in each resource's order

@@ -1,13 +1,14 @@
 // EventQueue: the pending events of a simulation, ordered by (time, sequence number).
 //
-// The sequence number increases with every push, so events at the same time pop in the order
-// they were pushed (FIFO), as ns-3's EventKey and ninja's edge-id tie-break do. That makes every
-// run deterministic without relying on how a container happens to order equal keys. A test-only
-// mode draws the sequence numbers from a seeded generator instead, which shuffles equal-time
-// events; results that do not change under it do not depend on tie order.
+// The sequence number increases with every (re)scheduling, so events at the same time pop in the
+// order they were scheduled (FIFO), as ns-3's EventKey and ninja's edge-id tie-break do. That
+// makes every run deterministic without relying on how a container happens to order equal keys.
+// A test-only mode draws the sequence numbers from a seeded generator instead, which shuffles
+// equal-time events; results that do not change under it do not depend on tie order.
 //
-// An event carries a target (a task or link index) and a version: the owner bumps its version to
-// cancel an event it has rescheduled, and skips popped events whose version is stale.
+// Each target (a task) has at most one pending event: scheduling a target that already has one
+// moves it (an indexed binary heap with decrease/increase-key). The heap therefore holds only the
+// running tasks' next events -- a handful -- instead of every rescheduled event ever pushed.
 #ifndef ZPLAN_SIM_EVENT_QUEUE_H_
 #define ZPLAN_SIM_EVENT_QUEUE_H_
 
@@ -21,37 +22,51 @@ namespace zplan::sim {
 
 struct Event {
   SimTime at;
-  uint64_t seq = 0;
   uint32_t target = 0;
-  uint32_t version = 0;
-  uint8_t kind = 0;
 };
 
 class EventQueue {
  public:
   // seed == 0: FIFO ties. seed != 0: equal-time events pop in a seeded random order.
-  explicit EventQueue(uint64_t shuffle_seed = 0);
+  explicit EventQueue(uint64_t shuffle_seed = 0) { reset(0, shuffle_seed); }
 
-  void push(SimTime at, uint32_t target, uint32_t version, uint8_t kind);
+  // Empties the queue for targets 0 .. targets-1 and restarts the sequence (keeping the buffers).
+  void reset(uint32_t targets, uint64_t shuffle_seed);
+
+  // Schedules target's event at `at`, replacing the one it had pending, if any.
+  void schedule(uint32_t target, SimTime at);
+  // Removes target's pending event, if any.
+  void cancel(uint32_t target);
   bool empty() const { return heap_.empty(); }
-  // REQUIRES: !empty(). The time of the earliest event.
-  SimTime top_time() const { return heap_.front().at; }
   size_t size() const { return heap_.size(); }
+  // REQUIRES: !empty(). The time of the earliest event.
+  SimTime top_time() const { return key_[heap_.front()].at; }
   // REQUIRES: !empty(). Removes and returns the earliest event.
   Event pop();
-  void clear() { heap_.clear(); }
-  // Empties the queue and restarts the sequence (keeping the buffer) with a new shuffle seed.
-  void reset(uint64_t shuffle_seed);
-  void reserve(size_t n) { heap_.reserve(n); }
 
  private:
-  // Min-heap on (at, seq): std::push_heap with "greater" puts the smallest key on top.
-  static bool later(const Event& a, const Event& b) {
-    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+  struct Key {
+    SimTime at;
+    uint32_t seq = 0;
+  };
+  static constexpr uint32_t kAbsent = ~0u;
+
+  bool before(uint32_t a, uint32_t b) const {
+    const Key& x = key_[a];
+    const Key& y = key_[b];
+    return x.at != y.at ? x.at < y.at : x.seq < y.seq;
+  }
+  void sift_up(uint32_t i);
+  void sift_down(uint32_t i);
+  void place(uint32_t i, uint32_t target) {
+    heap_[i] = target;
+    pos_[target] = i;
   }
 
-  std::vector<Event> heap_;
-  uint64_t next_seq_ = 0;
+  std::vector<uint32_t> heap_;  // targets; heap_[0] is the earliest
+  std::vector<uint32_t> pos_;   // target -> index in heap_, or kAbsent
+  std::vector<Key> key_;        // target -> its pending event's key
+  uint32_t next_seq_ = 0;       // a run schedules far fewer than 2^32 events
   bool shuffle_ = false;
   std::mt19937_64 rng_;
 };

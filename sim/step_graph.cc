@@ -69,6 +69,10 @@ void StepGraph::finalize() {
   scratch_offsets_.assign(n + 1, 0);
   for (TaskId owner : effect_owner_) ++scratch_offsets_[owner + 1];
   for (size_t i = 0; i < n; ++i) {
+    Task& t = tasks_[i];
+    t.slowed_by_comm =
+        t.resource == Resource::kCompute && !is_collective(t.kind) && t.link == LinkSlot::kNone;
+    t.slows_compute = is_collective(t.kind) && t.resource != Resource::kCompute;
     tasks_[i].effects_begin = scratch_offsets_[i];
     tasks_[i].effects_count = scratch_offsets_[i + 1];
     scratch_offsets_[i + 1] += scratch_offsets_[i];

@@ -91,6 +91,9 @@ struct Task {
   double flops = 0;
   uint32_t effects_begin = 0;
   uint32_t effects_count = 0;
+  // Set by StepGraph::finalize for the interpreters: what kind of work this is for the engine.
+  bool slowed_by_comm = false;   // a compute-stream kernel (comm_compute_slowdown applies)
+  bool slows_compute = false;    // a collective on a communication stream
 };
 
 using TaskId = uint32_t;
