@@ -17,6 +17,10 @@ using Action = std::function<int()>;
 void setup_memory_command(CLI::App& app, Action* action);
 void setup_models_command(CLI::App& app, Action* action);
 void setup_simulate_command(CLI::App& app, Action* action);
+// `plan` also registers its options on the main app, so that plain `zplan --model ... --gpus ...
+// --hw ...` (no subcommand) plans too.
+void setup_plan_command(CLI::App& app, Action* action);
+void setup_sweep_command(CLI::App& app, Action* action);
 
 }  // namespace zplan::cli
 

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   setup_memory_command(app, &action);
   setup_models_command(app, &action);
   setup_simulate_command(app, &action);
+  setup_plan_command(app, &action);
+  setup_sweep_command(app, &action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,338 @@
+// `zplan plan` (and plain `zplan` with the same options): search the ZeRO configurations of a
+// model on a cluster, recommend the fastest that fits, explain why it wins and why the next best
+// lose, write a runnable ds_config.json, and say what it needs outside the file. When nothing
+// fits: say so, name the nearest miss and what would fit, and exit 3.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/describe.h"
+#include "cli/plan_options.h"
+#include "cli/table.h"
+#include "models/atomic_file.h"
+#include "models/input_error.h"
+#include "planner/report_html.h"
+#include "planner/text.h"
+#include "planner/timeline.h"
+
+namespace zplan::cli {
+
+namespace {
+
+using planner::Knob;
+
+struct PlanCliOptions {
+  SearchCliOptions search;
+  std::string out = "ds_config.json";
+  double offload_margin = planner::kDefaultOffloadMargin;
+};
+
+constexpr double kGiB = planner::kGiB;
+constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
+constexpr int kPinned = static_cast<int>(sim::Tier::kPinnedHost);
+constexpr int kHost = static_cast<int>(sim::Tier::kHost);
+constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
+
+// "activations 24.1, optimizer states 19.1, ..." (GiB), largest first, parts over 0.5%.
+std::string breakdown_text(const sim::MemoryBreakdown& b) {
+  std::vector<std::pair<double, int>> parts;
+  for (int c = 0; c < sim::kNumCategories; ++c) parts.emplace_back(b.bytes[c], c);
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string s;
+  const double total = b.total();
+  for (const auto& [bytes, c] : parts) {
+    if (total <= 0 || bytes / total < 0.005) continue;
+    if (!s.empty()) s += ", ";
+    s += strformat("%s %.1f", planner::category_words(c).c_str(), bytes / kGiB);
+  }
+  return s;
+}
+
+// The knobs a ds_config reader cares about, for the stage's own keys.
+std::string knob_line(const planner::Candidate& c) {
+  std::string s = strformat("stage %d", c.stage());
+  auto add = [&](Knob k, const char* name) {
+    s += std::string(", ") + name + " " + planner::format_knob_value(k, c[k]);
+  };
+  if (c.stage() > 0) {
+    add(Knob::kOverlapComm, "overlap_comm");
+    add(Knob::kReduceBucket, "reduce_bucket_size");
+  }
+  if (c.stage() == 3) {
+    add(Knob::kPrefetchBucket, "stage3_prefetch_bucket_size");
+    add(Knob::kPersistenceThreshold, "stage3_param_persistence_threshold");
+    add(Knob::kMaxLive, "stage3_max_live_parameters");
+  }
+  if (c[Knob::kOffloadOptimizer] != 0) add(Knob::kOffloadOptimizer, "offload_optimizer");
+  if (c[Knob::kOffloadParam] != 0) add(Knob::kOffloadParam, "offload_param");
+  return s;
+}
+
+nlohmann::json knobs_json(const planner::Candidate& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < planner::kNumKnobs; ++i) {
+    Knob k = static_cast<Knob>(i);
+    if (k == Knob::kOverlapComm) {
+      j[planner::knob_name(k)] = c[k] != 0;
+    } else if (k == Knob::kOffloadOptimizer || k == Knob::kOffloadParam ||
+               k == Knob::kCheckpointing) {
+      j[planner::knob_name(k)] = planner::format_knob_value(k, c[k]);
+    } else {
+      j[planner::knob_name(k)] = c[k];
+    }
+  }
+  j["gradient_accumulation_steps"] = c.gas;
+  return j;
+}
+
+nlohmann::json breakdown_json(const sim::MemoryBreakdown& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int c = 0; c < sim::kNumCategories; ++c) {
+    if (b.bytes[c] != 0) {
+      j[sim::category_name(static_cast<sim::Category>(c))] = std::llround(b.bytes[c]);
+    }
+  }
+  return j;
+}
+
+nlohmann::json eval_json(const planner::Problem& p, const planner::Candidate& c,
+                         const planner::Evaluation& e) {
+  nlohmann::json j;
+  j["description"] = planner::short_description(c);
+  j["knobs"] = knobs_json(c);
+  j["verdict"] = planner::verdict_name(e.verdict);
+  if (e.simulated) {
+    j["step_time_s"] = e.step_time_s;
+    j["samples_per_s"] = e.samples_per_s;
+    j["tokens_per_s"] = e.tokens_per_s;
+    j["tflops_per_gpu"] = e.tflops_per_gpu;
+    j["mfu"] = e.mfu;
+    j["binds"] = planner::what_binds(e);
+  }
+  nlohmann::json mem;
+  mem["gpu"] = {{"peak_bytes", std::llround(e.peak_bytes[kGpu])},
+                {"capacity_bytes", std::llround(p.cluster.profile.gpu.memory_bytes)},
+                {"at_peak", breakdown_json(e.at_peak[kGpu])}};
+  sim::MemoryBreakdown host = e.at_peak[kPinned];
+  host += e.at_peak[kHost];
+  mem["host_per_node"] = {
+      {"peak_bytes", std::llround(e.host_peak_bytes)},
+      {"pinned_peak_bytes", std::llround(e.peak_bytes[kPinned])},
+      {"capacity_bytes", std::llround(p.cluster.profile.node.host_memory_bytes)},
+      {"at_peak", breakdown_json(host)}};
+  mem["nvme_per_node"] = {
+      {"peak_bytes", std::llround(e.peak_bytes[kNvme])},
+      {"capacity_bytes", std::llround(p.cluster.profile.node.nvme_capacity_bytes)},
+      {"at_peak", breakdown_json(e.at_peak[kNvme])}};
+  j["memory"] = mem;
+  if (!e.fits()) j["shortfall"] = planner::shortfall(p, e);
+  return j;
+}
+
+void print_memory(std::ostream& out, const planner::Problem& p, const planner::Evaluation& e) {
+  const auto& prof = p.cluster.profile;
+  out << strformat("  memory           GPU   %6.1f of %6.1f GiB per GPU   (%s)\n",
+                   e.peak_bytes[kGpu] / kGiB, prof.gpu.memory_bytes / kGiB,
+                   breakdown_text(e.at_peak[kGpu]).c_str());
+  sim::MemoryBreakdown host = e.at_peak[kPinned];
+  host += e.at_peak[kHost];
+  out << strformat("                   host  %6.1f of %6.0f GiB per node  (%s)\n",
+                   e.host_peak_bytes / kGiB, prof.node.host_memory_bytes / kGiB,
+                   breakdown_text(host).c_str());
+  if (e.peak_bytes[kNvme] > 0) {
+    out << strformat("                   NVMe  %6.1f of %6.0f GiB per node  (%s)\n",
+                     e.peak_bytes[kNvme] / kGiB, prof.node.nvme_capacity_bytes / kGiB,
+                     breakdown_text(e.at_peak[kNvme]).c_str());
+  }
+}
+
+void print_text(std::ostream& out, const planner::Problem& p, const planner::PlanResult& r,
+                const std::string& written) {
+  const planner::SearchResult& s = r.search;
+  out << "zplan plan: " << describe_run(p.model, p.cluster) << '\n'
+      << "  " << describe_search_batch(p, s) << '\n'
+      << "  " << describe_search_stats(p, s) << "\n\n";
+  if (!r.recommended) {
+    out << strformat(
+        "NOTHING FITS: no configuration searched fits %d x %s with %.0f%% "
+        "headroom.\n",
+        p.cluster.gpus, p.cluster.profile.gpu.name.c_str(), 100 * p.headroom);
+    if (r.closest) {
+      out << "  nearest: " << planner::short_description(s.candidates[*r.closest]) << "\n"
+          << "           " << planner::shortfall(p, s.evals[*r.closest]) << '\n';
+    }
+    if (!r.what_would_fit.empty()) {
+      out << "  what would fit:\n";
+      for (const std::string& line : r.what_would_fit) out << "    - " << line << '\n';
+    }
+    out << "  no ds_config written.\n";
+    return;
+  }
+  const size_t i = *r.recommended;
+  const planner::Candidate& c = s.candidates[i];
+  const planner::Evaluation& e = s.evals[i];
+  out << "recommended: " << planner::short_description(c) << '\n';
+  out << "  zero_optimization  " << knob_line(c) << '\n';
+  out << strformat("  step time        %.2f s\n", e.step_time_s);
+  out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", e.samples_per_s,
+                   e.tokens_per_s);
+  out << strformat("  TFLOP/s per GPU  %.1f (MFU %.1f%%)\n", e.tflops_per_gpu, 100 * e.mfu);
+  print_memory(out, p, e);
+  out << "  why it wins      " << r.why << '\n';
+  for (const std::string& n : r.notes) out << "  note             " << n << '\n';
+  if (!r.alternatives.empty()) {
+    out << "\nalternatives:\n";
+    Table t({"config", "tokens/s", "GPU peak", "why it loses"}, {false, true, true, false});
+    for (const planner::Alternative& a : r.alternatives) {
+      const planner::Evaluation& ea = s.evals[a.index];
+      t.add_row({planner::short_description(s.candidates[a.index]),
+                 ea.simulated ? strformat("%.0f", ea.tokens_per_s) : "-",
+                 strformat("%.1f GiB", ea.peak_bytes[kGpu] / kGiB), a.why});
+    }
+    t.print(out, "  ");
+  }
+  out << "\nwrote " << written << "\nbefore you run it:\n";
+  for (const std::string& n : r.needs) out << "  - " << n << '\n';
+}
+
+int run_plan(const PlanCliOptions& o) {
+  check_output_path(o.out, o.search.force);
+  check_output_path(o.search.report, o.search.force);
+  if (o.out.empty()) throw InputError("--out", "must not be empty");
+  if (!(o.offload_margin >= 0)) {
+    throw InputError("--offload-margin", "must be a fraction >= 0");
+  }
+  ResolvedSearch rs = resolve_search(o.search);
+  const planner::Problem& p = rs.problem;
+  planner::PlanOptions po;
+  po.eval.threads = o.search.threads;
+  po.eval.progress = progress_bar();
+  po.offload_margin = o.offload_margin;
+  po.ds_config_file = o.out;
+  planner::PlanResult r = planner::plan(p, rs.knobs, rs.batch, po);
+  const planner::SearchResult& s = r.search;
+  for (const std::string& n : s.space.notes) std::cerr << "zplan: note: " << n << '\n';
+
+  std::string ds_json_text;
+  std::string written;
+  if (r.recommended) {
+    const planner::Candidate& c = s.candidates[*r.recommended];
+    sim::DsConfig config = planner::to_ds_config(c, planner::base_config(p, s.space.batch), p);
+    // What is written must read back as the same batch split (validate round-trips it through
+    // parse_ds_config).
+    sim::validate_ds_config(config, p.cluster.gpus, "recommended ds_config");
+    ds_json_text = sim::ds_config_to_json(config).dump(2) + "\n";
+    write_file_atomically(o.out, ds_json_text, o.search.force);
+    written = o.out + " (" + planner::family_name(c) +
+              strformat(", train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs)",
+                        static_cast<long long>(config.train_batch_size),
+                        static_cast<long long>(config.micro_batch),
+                        static_cast<long long>(config.gradient_accumulation_steps), p.cluster.gpus);
+  }
+  if (!o.search.report.empty()) {
+    planner::StepTimeline timeline;
+    planner::ReportInput in;
+    in.problem = &p;
+    in.search = &s;
+    in.plan = &r;
+    in.chosen = r.recommended;
+    if (r.recommended) {
+      timeline = planner::capture_timeline(
+          p, planner::to_ds_config(s.candidates[*r.recommended],
+                                   planner::base_config(p, s.space.batch), p));
+      in.timeline = &timeline;
+    }
+    in.title = "zplan plan: " + describe_run(p.model, p.cluster);
+    in.ds_config_json = ds_json_text;
+    write_file_atomically(o.search.report, planner::render_report_html(in), o.search.force);
+  }
+  if (o.search.json) {
+    nlohmann::json j;
+    j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
+    j["cluster"] = {{"hardware", p.cluster.profile.name},
+                    {"gpu", p.cluster.profile.gpu.name},
+                    {"gpus", p.cluster.gpus},
+                    {"nodes", p.cluster.nodes}};
+    j["workload"] = {{"seq_len", p.workload.seq_len},
+                     {"flash_attention", p.workload.flash_attention},
+                     {"precision", sim::precision_name(p.precision)}};
+    j["batch"] = {{"global_batch", s.space.batch.global_batch},
+                  {"per_gpu", s.space.batch.per_gpu},
+                  {"origin", s.space.batch.origin}};
+    j["search"] = {{"generated", s.stats.generated}, {"pruned", s.stats.pruned},
+                   {"simulated", s.stats.simulated}, {"fitting", s.stats.fitting},
+                   {"headroom", p.headroom},         {"offload_margin", o.offload_margin}};
+    if (r.recommended) {
+      const size_t i = *r.recommended;
+      nlohmann::json rec = eval_json(p, s.candidates[i], s.evals[i]);
+      rec["why"] = r.why;
+      rec["ds_config"] = nlohmann::json::parse(ds_json_text);
+      rec["ds_config_file"] = o.out;
+      j["recommended"] = rec;
+      nlohmann::json alts = nlohmann::json::array();
+      for (const planner::Alternative& a : r.alternatives) {
+        nlohmann::json x = eval_json(p, s.candidates[a.index], s.evals[a.index]);
+        x["why_it_loses"] = a.why;
+        alts.push_back(x);
+      }
+      j["alternatives"] = alts;
+      j["needs"] = r.needs;
+      j["notes"] = r.notes;
+    } else {
+      j["recommended"] = nullptr;
+      if (r.closest) j["nearest"] = eval_json(p, s.candidates[*r.closest], s.evals[*r.closest]);
+      j["what_would_fit"] = r.what_would_fit;
+    }
+    std::cout << j.dump(2) << '\n';
+  } else {
+    print_text(std::cout, p, r, written);
+    if (!o.search.report.empty()) std::cout << "report written to " << o.search.report << '\n';
+  }
+  return r.recommended ? kExitOk : kExitNoFit;
+}
+
+void add_plan_options(CLI::App& app, PlanCliOptions& o) {
+  add_search_options(app, o.search);
+  app.add_option("--out", o.out, "where to write the recommended ds_config.json")
+      ->capture_default_str();
+  app.add_option("--offload-margin", o.offload_margin,
+                 "how much faster (fraction) an offloading config must be to be recommended "
+                 "over one that offloads less")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void setup_plan_command(CLI::App& app, Action* action) {
+  auto options = std::make_shared<PlanCliOptions>();
+  CLI::App* sub =
+      app.add_subcommand("plan",
+                         "recommend the fastest ZeRO config that fits and write its ds_config.json "
+                         "(also what plain `zplan --model ... --gpus ... --hw ...` does)");
+  add_plan_options(*sub, *options);
+  sub->callback([options, action, sub] {
+    capture_given(*sub, options->search);
+    *action = [options] { return run_plan(*options); };
+  });
+
+  // Plain `zplan --model 20b --gpus 8 --hw a100` plans too: the same options on the main app,
+  // not required there (they would be for every subcommand), checked when no subcommand ran.
+  auto main_options = std::make_shared<PlanCliOptions>();
+  add_plan_options(app, *main_options);
+  for (const char* name : {"--model", "--hw", "--gpus"}) app.get_option(name)->required(false);
+  CLI::App* main_app = &app;
+  app.callback([main_app, main_options, action] {
+    if (!main_app->get_subcommands().empty()) return;
+    bool any = false;
+    for (const CLI::Option* opt : main_app->get_options()) any = any || opt->count() > 0;
+    if (!any) return;  // bare `zplan`: main() says "no command given"
+    for (const char* name : {"--model", "--hw", "--gpus"}) {
+      if (main_app->count(name) == 0) throw CLI::RequiredError(name);
+    }
+    capture_given(*main_app, main_options->search);
+    *action = [main_options] { return run_plan(*main_options); };
+  });
+}
+
+}  // namespace zplan::cli

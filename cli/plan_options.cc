@@ -1,0 +1,130 @@
+#include "cli/plan_options.h"
+
+#include <cstdio>
+
+#include <unistd.h>
+
+#include "cli/table.h"
+#include "models/atomic_file.h"
+#include "models/input_error.h"
+#include "planner/text.h"
+
+namespace zplan::cli {
+
+namespace {
+
+using planner::Knob;
+
+// Help for each knob flag, indexed by Knob.
+constexpr const char* kKnobHelp[planner::kNumKnobs] = {
+    "ZeRO stages to try, e.g. 1,2,3 or 2-3 (default: 0-3)",
+    "optimizer offload devices: none,cpu,nvme (default: all three)",
+    "parameter offload devices (stage 3): none,cpu,nvme (default: all three)",
+    "micro-batches to try, e.g. 1,2,4 or 1-8 (default: the divisors of the per-GPU batch up to "
+    "128k tokens)",
+    "activation checkpointing: none, full or none,full (default: both)",
+    "overlap_comm: true, false or true,false (default: both for stages 1-2, true for stage 3)",
+    "reduce_bucket_size values (elements), e.g. 5e7,2e8,5e8 (default: 5e8 and hidden^2)",
+    "allgather_bucket_size values (elements; stages 1-2) (default: 5e8)",
+    "stage3_prefetch_bucket_size values (elements) (default: 5e7 and 0.9*hidden^2)",
+    "stage3_max_live_parameters values (elements) (default: 1e9)",
+    "stage3_param_persistence_threshold values (elements) (default: 1e5 and 10*hidden)",
+    "sub_group_size values (elements; stage 3) (default: 1e9)",
+};
+
+}  // namespace
+
+void add_search_options(CLI::App& app, SearchCliOptions& o) {
+  add_setup_options(app, o.setup, /*zero_flags=*/false);
+  // The planner takes lists where the single-config commands take one value.
+  app.remove_option(app.get_option("--micro-batch"));
+  app.remove_option(app.get_option("--checkpointing"));
+  app.add_option("--global-batch-tokens", o.global_batch_tokens,
+                 "global batch in tokens, rounded to whole samples per GPU (default: about 2M "
+                 "tokens, the per-GPU share rounded to a power of two)");
+  for (int i = 0; i < planner::kNumKnobs; ++i) {
+    app.add_option(planner::knob_flag(static_cast<Knob>(i)), o.knob_text[i], kKnobHelp[i]);
+  }
+  app.add_option("--knob", o.knob_assignments,
+                 "NAME=LIST for any knob by its ds_config name, e.g. "
+                 "--knob stage3_max_live_parameters=1e8,1e9 (repeatable)")
+      ->take_all();
+  app.add_option("--headroom", o.headroom,
+                 "fraction of GPU, host and NVMe capacity a config must leave free")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "threads evaluating configs (default: every core); results never depend on it");
+  app.add_option("--nvme-path", o.setup.nvme_path, "nvme_path written for NVMe offload")
+      ->capture_default_str();
+  app.add_option("--report", o.report,
+                 "also write a self-contained HTML report (scatter, memory, timeline) here");
+  app.add_flag("--force", o.force, "replace existing output files");
+  app.add_flag("--json", o.json, "print JSON instead of text");
+}
+
+void capture_given(const CLI::App& app, SearchCliOptions& o) {
+  for (int i = 0; i < planner::kNumKnobs; ++i) {
+    o.knob_given[i] = app.count(planner::knob_flag(static_cast<Knob>(i))) > 0;
+  }
+}
+
+ResolvedSearch resolve_search(const SearchCliOptions& o) {
+  if (o.threads < 0) throw InputError("--threads", "must be 0 (every core) or more");
+  ResolvedSearch r{
+      planner::Problem{resolve_model(o.setup), resolve_cluster(o.setup), {}, {}, {}, o.headroom},
+      {},
+      {}};
+  r.problem.workload = resolve_workload(o.setup, r.problem.model);
+  r.problem.precision = parse_precision(o.setup.precision, "--precision");
+  if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
+  r.problem.nvme_path = o.setup.nvme_path;
+  for (int i = 0; i < planner::kNumKnobs; ++i) {
+    if (o.knob_given[i]) r.knobs.set_from_text(static_cast<Knob>(i), o.knob_text[i]);
+  }
+  for (const std::string& a : o.knob_assignments) r.knobs.set_from_assignment(a, "--knob");
+  r.batch.global_batch = o.setup.global_batch;
+  r.batch.global_batch_tokens = o.global_batch_tokens;
+  r.batch.gradient_accumulation = o.setup.gradient_accumulation;
+  return r;
+}
+
+std::function<void(size_t, size_t)> progress_bar() {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [](size_t done, size_t total) {
+    constexpr int kWidth = 30;
+    if (done >= total) {
+      std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+      return;
+    }
+    int filled = total == 0 ? kWidth : static_cast<int>(kWidth * done / total);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.append(static_cast<size_t>(kWidth - filled), '.');
+    std::fprintf(stderr, "\rzplan: evaluating [%s] %zu/%zu configs", bar.c_str(), done, total);
+    std::fflush(stderr);
+  };
+}
+
+void check_output_path(const std::string& path, bool force) {
+  if (!path.empty() && !force && path_exists(path)) {
+    throw InputError(path, "exists; pass --force to replace it");
+  }
+}
+
+std::string describe_search_batch(const planner::Problem& p, const planner::SearchResult& s) {
+  const auto& b = s.space.batch;
+  return strformat("%s, seq %lld, global batch %lld samples (%s tokens; %s) = %lld per GPU",
+                   sim::precision_name(p.precision), static_cast<long long>(p.workload.seq_len),
+                   static_cast<long long>(b.global_batch),
+                   planner::si(static_cast<double>(b.global_batch * p.workload.seq_len)).c_str(),
+                   b.origin.c_str(), static_cast<long long>(b.per_gpu));
+}
+
+std::string describe_search_stats(const planner::Problem& p, const planner::SearchResult& s) {
+  return strformat(
+      "searched %zu configurations: %zu pruned by the analytic memory bound, %zu "
+      "simulated, %zu fit with %.0f%% headroom",
+      s.stats.generated, s.stats.pruned, s.stats.simulated, s.stats.fitting, 100 * p.headroom);
+}
+
+}  // namespace zplan::cli

@@ -1,0 +1,68 @@
+// The options `zplan plan` (also plain `zplan`) and `zplan sweep` share: the setup flags (model,
+// hardware, GPUs, sequence, precision), the global batch, one list flag per knob plus
+// `--knob NAME=LIST`, and how to search (--headroom, --threads). Values are resolved into the
+// planner's types; bad ones are InputErrors naming the flag.
+#ifndef ZPLAN_CLI_PLAN_OPTIONS_H_
+#define ZPLAN_CLI_PLAN_OPTIONS_H_
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/common_options.h"
+#include "planner/plan.h"
+
+namespace zplan::cli {
+
+struct SearchCliOptions {
+  SetupOptions setup;  // its ZeRO fields, micro_batch and checkpointing are not used
+  std::optional<int64_t> global_batch_tokens;
+  std::array<std::string, planner::kNumKnobs> knob_text;
+  std::array<bool, planner::kNumKnobs> knob_given{};  // filled by capture_given()
+  std::vector<std::string> knob_assignments;          // --knob NAME=LIST
+  double headroom = 0.05;
+  int threads = 0;
+  std::string report;
+  bool force = false;
+  bool json = false;
+};
+
+// Adds the shared options to `app` (a subcommand, or the main app for the plain `zplan` form).
+void add_search_options(CLI::App& app, SearchCliOptions& options);
+// Records which knob flags were given (an empty list given is an error, not "not given").
+// Call from the command's callback, after parsing.
+void capture_given(const CLI::App& app, SearchCliOptions& options);
+
+struct ResolvedSearch {
+  planner::Problem problem;
+  planner::KnobRequest knobs;
+  planner::BatchRequest batch;
+};
+
+// Loads the model and profile and parses every knob list. Throws InputError naming the flag.
+ResolvedSearch resolve_search(const SearchCliOptions& options);
+
+// A progress bar on stderr when stderr is a terminal, else an empty function (quiet).
+std::function<void(size_t done, size_t total)> progress_bar();
+
+// Throws InputError("<path>: exists; pass --force to replace it") if `path` is given, exists,
+// and `force` is false: checked before a long search, not after.
+void check_output_path(const std::string& path, bool force);
+
+// "bf16, seq 2048, global batch 1024 samples (2.10 M tokens, default (about 2M tokens)) = 128
+// per GPU"
+std::string describe_search_batch(const planner::Problem& problem,
+                                  const planner::SearchResult& search);
+// "searched 1234 configurations: 456 pruned by the analytic memory bound, 778 simulated, 600
+// fit with 5% headroom"
+std::string describe_search_stats(const planner::Problem& problem,
+                                  const planner::SearchResult& search);
+
+}  // namespace zplan::cli
+
+#endif  // ZPLAN_CLI_PLAN_OPTIONS_H_

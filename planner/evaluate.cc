@@ -1,0 +1,210 @@
+#include "planner/evaluate.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace zplan::planner {
+
+namespace {
+
+constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
+constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
+
+// Candidates a thread takes at a time: small, because one stage-3 config costs ~100x a stage-0
+// one and big chunks would leave threads idle at the end.
+constexpr size_t kChunk = 2;
+constexpr auto kProgressPeriod = std::chrono::milliseconds(100);
+
+void fill_over(const hardware::Cluster& cluster, double headroom, Evaluation* e) {
+  const double keep = 1 - headroom;
+  const auto& prof = cluster.profile;
+  e->gpu_over_bytes = std::max(0.0, e->peak_bytes[kGpu] - prof.gpu.memory_bytes * keep);
+  e->host_over_bytes = std::max(0.0, e->host_peak_bytes - prof.node.host_memory_bytes * keep);
+  e->nvme_over_bytes = std::max(0.0, e->peak_bytes[kNvme] - prof.node.nvme_capacity_bytes * keep);
+}
+
+bool no_over(const Evaluation& e) {
+  return e.gpu_over_bytes == 0 && e.host_over_bytes == 0 && e.nvme_over_bytes == 0;
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kFits:
+      return "fits";
+    case Verdict::kOverSim:
+      return "over (simulated)";
+    case Verdict::kPruned:
+      return "pruned";
+    case Verdict::kOverPruned:
+      return "over";
+  }
+  return "?";
+}
+
+double Evaluation::worst_over_fraction(const hardware::Cluster& cluster) const {
+  const auto& prof = cluster.profile;
+  return std::max({gpu_over_bytes / prof.gpu.memory_bytes,
+                   host_over_bytes / prof.node.host_memory_bytes,
+                   nvme_over_bytes / std::max(1.0, prof.node.nvme_capacity_bytes)});
+}
+
+Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
+                        sim::SimWorkspace* workspace) {
+  Evaluation e;
+  const sim::MemoryReport m =
+      sim::analyze_memory(problem.model, problem.cluster, config, problem.workload);
+  for (int t = 0; t < sim::kNumTiers; ++t) {
+    e.peak_bytes[t] = m.tiers[t].peak_bytes;
+    e.at_peak[t] = m.tiers[t].at_peak;
+  }
+  e.host_peak_bytes = m.host_peak_bytes;
+  e.gpu_peak_phase = m.tiers[kGpu].peak_phase;
+  fill_over(problem.cluster, problem.headroom, &e);
+  const bool analytic_fits = no_over(e);
+  if (!analytic_fits && prune) {
+    e.verdict = Verdict::kPruned;
+    return e;
+  }
+  sim::SimulateOptions options;
+  options.workspace = workspace;
+  options.analytic_memory = false;  // computed above already
+  const sim::StepResult r =
+      sim::simulate_step(problem.model, problem.cluster, config, problem.workload, options);
+  e.simulated = true;
+  // The simulated schedule may hold more than the analytic bound at its peak (never less in the
+  // steady terms); a config fits only if both views fit.
+  for (int t = 0; t < sim::kNumTiers; ++t) {
+    if (r.peak_bytes[t] > e.peak_bytes[t]) {
+      e.peak_bytes[t] = r.peak_bytes[t];
+      e.at_peak[t] = r.at_peak[t];
+    }
+  }
+  e.host_peak_bytes = std::max(e.host_peak_bytes, r.host_peak_bytes);
+  fill_over(problem.cluster, problem.headroom, &e);
+  e.verdict = !analytic_fits ? Verdict::kOverPruned
+              : no_over(e)   ? Verdict::kFits
+                             : Verdict::kOverSim;
+  e.step_time_s = r.step_time_s;
+  e.samples_per_s = r.samples_per_s;
+  e.tokens_per_s = r.tokens_per_s;
+  e.tflops_per_gpu = r.tflops_per_gpu;
+  e.mfu = r.mfu;
+  e.hfu = r.hfu;
+  e.critical_path_s = r.critical_path_s;
+  e.resources = r.resources;
+  return e;
+}
+
+std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& space,
+                                     const std::vector<Candidate>& candidates,
+                                     const EvalOptions& options, SearchStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = candidates.size();
+  std::vector<Evaluation> evals(n);
+  const sim::DsConfig base = base_config(problem, space.batch);
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>((n + kChunk - 1) / kChunk)));
+
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&](bool reports) {
+    auto last = std::chrono::steady_clock::now();
+    sim::SimWorkspace workspace;  // the simulator's buffers, reused for every config
+    try {
+      while (!failed.load(std::memory_order_relaxed)) {
+        const size_t begin = next.fetch_add(kChunk, std::memory_order_relaxed);
+        if (begin >= n) break;
+        const size_t end = std::min(n, begin + kChunk);
+        for (size_t i = begin; i < end; ++i) {
+          evals[i] = evaluate_one(problem, to_ds_config(candidates[i], base, problem),
+                                  options.prune, &workspace);
+        }
+        done.fetch_add(end - begin, std::memory_order_relaxed);
+        if (reports && options.progress) {
+          auto now = std::chrono::steady_clock::now();
+          if (now - last >= kProgressPeriod) {
+            options.progress(done.load(std::memory_order_relaxed), n);
+            last = now;
+          }
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, false);
+  work(true);  // the calling thread works too, and reports progress
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  if (options.progress) options.progress(n, n);
+
+  if (stats != nullptr) {
+    SearchStats s;
+    s.generated = n;
+    for (const Evaluation& e : evals) {
+      s.pruned += e.verdict == Verdict::kPruned;
+      s.simulated += e.simulated;
+      s.fitting += e.fits();
+    }
+    s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    *stats = s;
+  }
+  return evals;
+}
+
+std::vector<size_t> pareto_front(const std::vector<Evaluation>& evals) {
+  std::vector<size_t> fit;
+  for (size_t i = 0; i < evals.size(); ++i) {
+    if (evals[i].fits()) fit.push_back(i);
+  }
+  std::sort(fit.begin(), fit.end(), [&](size_t a, size_t b) {
+    const Evaluation &x = evals[a], &y = evals[b];
+    if (x.peak_bytes[kGpu] != y.peak_bytes[kGpu]) return x.peak_bytes[kGpu] < y.peak_bytes[kGpu];
+    if (x.tokens_per_s != y.tokens_per_s) return x.tokens_per_s > y.tokens_per_s;
+    return a < b;
+  });
+  std::vector<size_t> front;
+  double best = -1;
+  for (size_t i : fit) {
+    if (evals[i].tokens_per_s > best) {
+      front.push_back(i);
+      best = evals[i].tokens_per_s;
+    }
+  }
+  return front;
+}
+
+std::vector<size_t> rank_order(const hardware::Cluster& cluster,
+                               const std::vector<Evaluation>& evals) {
+  std::vector<size_t> order(evals.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<double> over(evals.size());
+  for (size_t i = 0; i < evals.size(); ++i) over[i] = evals[i].worst_over_fraction(cluster);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Evaluation &x = evals[a], &y = evals[b];
+    if (x.fits() != y.fits()) return x.fits();
+    if (x.fits()) {
+      if (x.tokens_per_s != y.tokens_per_s) return x.tokens_per_s > y.tokens_per_s;
+    } else {
+      if (over[a] != over[b]) return over[a] < over[b];
+    }
+    if (x.peak_bytes[kGpu] != y.peak_bytes[kGpu]) return x.peak_bytes[kGpu] < y.peak_bytes[kGpu];
+    return a < b;
+  });
+  return order;
+}
+
+}  // namespace zplan::planner

@@ -1,0 +1,135 @@
+// `zplan` / `zplan plan` / `zplan sweep` as a user runs them: exit codes, one-line errors,
+// ds_config.json written once (never overwritten without --force), byte-identical sweeps
+// whatever the thread count.
+#include <catch2/catch.hpp>
+
+#ifdef ZPLAN_BINARY
+
+#include <unistd.h>
+
+#include "models/atomic_file.h"
+#include "sim/zero_config.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace zplan::testing {
+namespace {
+
+// A fresh temporary directory, removed (with the files tests put there) at scope end.
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/zplan-plan-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+  std::string path;
+};
+
+void expect_one_line_error(const RunResult& r, int code, const std::string& mentions) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == code);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("zplan: ", 0) == 0);
+  CHECK(r.err.find(mentions) != std::string::npos);
+}
+
+// Small searches: fast, and enough to exercise the commands end to end.
+const std::string kSmall = "--model 1.3b --gpus 8 --hw a100-40g --micro-batch 1,4 ";
+
+TEST_CASE("plain zplan plans, writes ds_config.json once, and refuses to overwrite it",
+          "[planner][cli]") {
+  TempDir dir;
+  const std::string out = dir.file("ds_config.json");
+  RunResult r = run_zplan(kSmall + "--out " + out);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("recommended: ZeRO-") != std::string::npos);
+  CHECK(r.out.find("why it wins") != std::string::npos);
+  CHECK(r.out.find("alternatives:") != std::string::npos);
+  REQUIRE(path_exists(out));
+  sim::ParseContext context;
+  context.dp_world_size = 8;
+  sim::DsConfig c = sim::load_ds_config(out, context);
+  CHECK(c.train_batch_size == c.micro_batch * c.gradient_accumulation_steps * 8);
+  const std::string before = slurp(out);
+  expect_one_line_error(run_zplan(kSmall + "--out " + out), 1, "exists; pass --force");
+  CHECK(slurp(out) == before);
+  CHECK(run_zplan(kSmall + "--out " + out + " --force").exit_code == 0);
+  // The subcommand form is the same command.
+  CHECK(run_zplan("plan " + kSmall + "--out " + dir.file("b.json")).exit_code == 0);
+  CHECK(slurp(dir.file("b.json")) == before);
+}
+
+TEST_CASE("zplan plan --json and --report", "[planner][cli]") {
+  TempDir dir;
+  RunResult r = run_zplan("plan " + kSmall + "--json --out " + dir.file("d.json") + " --report " +
+                          dir.file("r.html"));
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["recommended"]["ds_config"]["train_batch_size"] == j["batch"]["global_batch"]);
+  CHECK(j["search"]["generated"].get<int>() > 0);
+  CHECK(j["alternatives"].is_array());
+  std::string html = slurp(dir.file("r.html"));
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("Timeline of one rank") != std::string::npos);
+}
+
+TEST_CASE("nothing fits: exit 3, the nearest miss and what would fit", "[planner][cli]") {
+  TempDir dir;
+  RunResult r = run_zplan(
+      "--model 175b --gpus 8 --hw a100 --offload-optimizer none "
+      "--offload-param none --micro-batch 1 --out " +
+      dir.file("x.json"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("NOTHING FITS") != std::string::npos);
+  CHECK(r.out.find("more GPUs") != std::string::npos);
+  CHECK(r.out.find("offload") != std::string::npos);
+  CHECK_FALSE(path_exists(dir.file("x.json")));
+}
+
+TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {
+  for (const char* cmd : {"plan", "sweep"}) {
+    const std::string base = std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 ";
+    expect_one_line_error(run_zplan(base + "--stage 1 --offload-param cpu"), 1,
+                          "--offload-param: cpu cannot be combined with --stage 1");
+    expect_one_line_error(run_zplan(base + "--stage ''"), 1, "--stage: empty list");
+    expect_one_line_error(run_zplan(base + "--micro-batch 8-1"), 1, "runs backwards");
+    expect_one_line_error(run_zplan(base + "--knob bogus=1"), 1, "unknown knob 'bogus'");
+    expect_one_line_error(run_zplan(base + "--reduce-bucket 0"), 1, "--reduce-bucket");
+    expect_one_line_error(run_zplan(base + "--global-batch 1001"), 1, "not a multiple");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 1.3b --gpus 0 --hw a100"), 1,
+                          "--gpus");
+    expect_one_line_error(run_zplan(base + "--bogus-flag 1"), 2, "bogus-flag");
+  }
+  expect_one_line_error(run_zplan("--model 1.3b --hw a100"), 2, "--gpus");
+}
+
+TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked", "[planner][cli]") {
+  const std::string args =
+      "sweep --model 6.7b --gpus 8 --hw a100-40g --stage 1,2,3 "
+      "--reduce-bucket 5e7,5e8 --micro-batch 1-4 --offload-param none "
+      "--csv --threads ";
+  RunResult one = run_zplan(args + "1");
+  RunResult two = run_zplan(args + "2");
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(two.exit_code == 0);
+  CHECK(one.out == two.out);
+  CHECK(one.out.rfind("rank,stage,offload_optimizer,offload_param,micro_batch,", 0) == 0);
+  CHECK(count_lines(one.out) > 10);
+  // Some row is on the Pareto front (column "pareto" = 1).
+  CHECK(one.out.find(",fits,1,") != std::string::npos);
+  RunResult table = run_zplan(
+      "sweep --model 1.3b --gpus 8 --hw a100 --stage 2,3 "
+      "--micro-batch 1,2 --offload-optimizer none --offload-param none");
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.out.find("Pareto front") != std::string::npos);
+  CHECK(table.out.find("tokens/s") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace zplan::testing
+
+#endif  // ZPLAN_BINARY

@@ -1,0 +1,245 @@
+// The planner's answers: the recommendation always fits, the written ds_config round-trips with
+// consistent batch keys, results do not depend on the thread count, and the sanity cases users
+// know by heart (20B on 40 GB A100s, Llama-3-8B on H100s, 175B on one DGX).
+#include "planner/plan.h"
+
+#include <cstring>
+
+#include <catch2/catch.hpp>
+
+#include "models/input_error.h"
+#include "planner/report_html.h"
+#include "planner/timeline.h"
+#include "tests/planner/planner_test_util.h"
+
+namespace zplan::planner {
+namespace {
+
+using testing::knobs;
+using testing::problem;
+
+constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
+
+PlanResult run_plan(const Problem& p, const KnobRequest& k = {}, int threads = 2) {
+  PlanOptions o;
+  o.eval.threads = threads;
+  return plan(p, k, {}, o);
+}
+
+// Everything the ranking calls "fits" does, with headroom, in both memory views.
+void check_fits(const Problem& p, const Evaluation& e) {
+  const auto& prof = p.cluster.profile;
+  const double keep = 1 - p.headroom;
+  CHECK(e.simulated);
+  CHECK(e.peak_bytes[kGpu] <= prof.gpu.memory_bytes * keep);
+  CHECK(e.host_peak_bytes <= prof.node.host_memory_bytes * keep);
+  CHECK(e.peak_bytes[static_cast<int>(sim::Tier::kNvme)] <= prof.node.nvme_capacity_bytes * keep);
+  // The analytic bound of the same config fits too.
+  CHECK(e.gpu_over_bytes == 0);
+}
+
+TEST_CASE("the recommended config always fits, and ranks above everything that does not",
+          "[planner]") {
+  struct Case {
+    const char* model;
+    const char* hw;
+    int gpus;
+  };
+  // Small and large models, one GPU to two nodes, tight and roomy GPUs.
+  const Case cases[] = {{"1.3b", "v100", 1}, {"6.7b", "a100-40g", 8}, {"llama2-7b", "h100", 4},
+                        {"13b", "a100", 16}, {"20b", "a100-40g", 8},  {"30b", "h100", 8}};
+  for (const Case& c : cases) {
+    INFO(c.model << " on " << c.gpus << " x " << c.hw);
+    Problem p = problem(c.model, c.hw, c.gpus);
+    // Micro-batches 1-4 keep the property check fast; the ranking logic is the same.
+    PlanResult r = run_plan(p, knobs({{Knob::kMicroBatch, "1,2,4"}}));
+    const SearchResult& s = r.search;
+    CHECK(s.stats.generated == s.candidates.size());
+    CHECK(s.stats.pruned + s.stats.simulated == s.stats.generated);
+    bool seen_miss = false;
+    for (size_t i : s.order) {
+      if (!s.evals[i].fits()) seen_miss = true;
+      CHECK_FALSE((seen_miss && s.evals[i].fits()));
+      if (s.evals[i].fits()) check_fits(p, s.evals[i]);
+    }
+    if (r.recommended) {
+      check_fits(p, s.evals[*r.recommended]);
+      CHECK(!r.why.empty());
+      CHECK(r.alternatives.size() <= 5);
+    } else {
+      CHECK(s.stats.fitting == 0);
+      CHECK(!r.what_would_fit.empty());
+    }
+  }
+}
+
+TEST_CASE("the written ds_config round-trips with consistent batch keys", "[planner]") {
+  for (const char* hw : {"a100", "a100-40g"}) {  // no offload, and CPU offload
+    Problem p = problem("20b", hw, 8);
+    PlanResult r = run_plan(p, knobs({{Knob::kMicroBatch, "1,2"}}));
+    REQUIRE(r.recommended);
+    const Candidate& c = r.search.candidates[*r.recommended];
+    sim::DsConfig d = to_ds_config(c, base_config(p, r.search.space.batch), p);
+    REQUIRE_NOTHROW(sim::validate_ds_config(d, 8, "recommended"));
+    nlohmann::json j = sim::ds_config_to_json(d);
+    sim::ParseContext context;
+    context.dp_world_size = 8;
+    sim::DsConfig back = sim::parse_ds_config(j, "ds_config.json", context);
+    CHECK(j["train_batch_size"].get<int64_t>() ==
+          j["train_micro_batch_size_per_gpu"].get<int64_t>() *
+              j["gradient_accumulation_steps"].get<int64_t>() * 8);
+    CHECK(back.train_batch_size == r.search.space.batch.global_batch);
+    CHECK(back.micro_batch == c[Knob::kMicroBatch]);
+    CHECK(back.zero.stage == c.stage());
+    CHECK(back.zero.offload_optimizer.device == c.offload_optimizer());
+    CHECK(back.activation_checkpointing.enabled == (c[Knob::kCheckpointing] != 0));
+    CHECK(sim::ds_config_to_json(back) == j);
+  }
+}
+
+TEST_CASE("search results are identical with 1 and 2 threads", "[planner]") {
+  Problem p = problem("6.7b", "a100-40g", 8);
+  KnobRequest k = knobs({{Knob::kMicroBatch, "1,2,4"}, {Knob::kReduceBucket, "5e7,5e8"}});
+  EvalOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  SearchResult a = run_search(p, k, {}, one);
+  SearchResult b = run_search(p, k, {}, two);
+  REQUIRE(a.evals.size() == b.evals.size());
+  for (size_t i = 0; i < a.evals.size(); ++i) {
+    CHECK(a.evals[i].tokens_per_s == b.evals[i].tokens_per_s);
+    CHECK(a.evals[i].peak_bytes == b.evals[i].peak_bytes);
+    CHECK(a.evals[i].verdict == b.evals[i].verdict);
+  }
+  CHECK(a.order == b.order);
+  CHECK(a.pareto == b.pareto);
+}
+
+TEST_CASE("the Pareto front: nothing fitting is both faster and smaller", "[planner]") {
+  Problem p = problem("6.7b", "a100-40g", 8);
+  SearchResult s = run_search(p, knobs({{Knob::kMicroBatch, "1,2,4"}}), {}, {});
+  REQUIRE(!s.pareto.empty());
+  for (size_t f : s.pareto) {
+    for (size_t i = 0; i < s.evals.size(); ++i) {
+      if (!s.evals[i].fits() || i == f) continue;
+      bool dominates = s.evals[i].tokens_per_s >= s.evals[f].tokens_per_s &&
+                       s.evals[i].peak_bytes[kGpu] <= s.evals[f].peak_bytes[kGpu] &&
+                       (s.evals[i].tokens_per_s > s.evals[f].tokens_per_s ||
+                        s.evals[i].peak_bytes[kGpu] < s.evals[f].peak_bytes[kGpu]);
+      CHECK_FALSE(dominates);
+    }
+  }
+  // The fastest fitting config is on the front.
+  CHECK(std::find(s.pareto.begin(), s.pareto.end(), s.order[0]) != s.pareto.end());
+}
+
+TEST_CASE("sanity: 20B on 8 A100-40GB needs offload", "[planner]") {
+  // 16 bytes/param x 20.6e9 / 8 = 41 GB of model states per GPU under ZeRO-3 alone: more than
+  // 40 GiB before a single activation, so only offloading configs can fit.
+  Problem p = problem("20b", "a100-40g", 8);
+  PlanResult r = run_plan(p);
+  REQUIRE(r.recommended);
+  CHECK(r.search.candidates[*r.recommended].offload_level() > 0);
+  for (size_t i : r.search.order) {
+    if (r.search.evals[i].fits()) CHECK(r.search.candidates[i].offload_level() > 0);
+  }
+  REQUIRE(!r.notes.empty());
+  CHECK_THAT(r.notes[0], Catch::StartsWith("only offloading configs fit: without offload "
+                                           "nothing fits on 8 GPUs; it would take 16 GPUs"));
+}
+
+TEST_CASE("sanity: Llama-3-8B on 8 H100 does not pick offload", "[planner]") {
+  Problem p = problem("llama3-8b", "h100", 8);
+  PlanResult r = run_plan(p);
+  REQUIRE(r.recommended);
+  CHECK(r.search.candidates[*r.recommended].offload_level() == 0);
+  CHECK(r.notes.empty());
+}
+
+TEST_CASE("sanity: 175B on 8 A100-80GB fits only with offload", "[planner]") {
+  // 16 x 174.6e9 / 8 = 349 GB of model states per GPU under ZeRO-3: nothing fits without
+  // offload; CPU offload alone needs ~2.8 TB of host memory per node (2 TiB installed).
+  Problem p = problem("175b", "a100", 8);
+  PlanResult r = run_plan(p);
+  for (size_t i : r.search.order) {
+    if (r.search.evals[i].fits()) CHECK(r.search.candidates[i].offload_level() > 0);
+  }
+  if (r.recommended) {
+    REQUIRE(!r.notes.empty());
+    CHECK_THAT(r.notes[0], Catch::StartsWith("only offloading configs fit: without offload "
+                                             "nothing fits on 8 GPUs"));
+  } else {
+    CHECK(!r.what_would_fit.empty());
+  }
+  // Without NVMe, nothing fits, and the plan says what would.
+  PlanResult cpu_only = run_plan(
+      p, knobs({{Knob::kOffloadOptimizer, "none,cpu"}, {Knob::kOffloadParam, "none,cpu"}}));
+  CHECK_FALSE(cpu_only.recommended);
+  REQUIRE(cpu_only.closest);
+  bool mentions_nvme = false, mentions_gpus = false;
+  for (const std::string& line : cpu_only.what_would_fit) {
+    mentions_nvme = mentions_nvme || line.find("NVMe") != std::string::npos;
+    mentions_gpus = mentions_gpus || line.rfind("more GPUs", 0) == 0;
+  }
+  CHECK(mentions_nvme);
+  CHECK(mentions_gpus);
+}
+
+TEST_CASE("min_gpus_to_fit finds the smallest whole-node count", "[planner]") {
+  // 20b without offload on 40 GB GPUs: not on one node of 8 (see above), on two.
+  Problem p = problem("20b", "a100-40g", 8);
+  SearchSpace s = resolve_search_space(p, {}, {});
+  std::optional<GpuCount> g = min_gpus_to_fit(p, s, 0);
+  REQUIRE(g);
+  CHECK(g->gpus == 16);
+  CHECK(g->nodes == 2);
+  CHECK(g->how.offload_level() == 0);
+}
+
+TEST_CASE("the explanation lines name what binds", "[planner]") {
+  Evaluation e;
+  e.simulated = true;
+  e.step_time_s = 10;
+  e.mfu = 0.5;
+  e.critical_path_s = {9.5, 0.3, 0.2, 0, 0, 0};
+  CHECK(what_binds(e) ==
+        "compute-bound: compute 95% of the step (MFU 50%), exposed all-gather 3.0%, exposed "
+        "gradient reduction 2.0%");
+  e.critical_path_s = {6, 0, 0, 0.5, 3.5, 0};
+  CHECK(what_binds(e) ==
+        "CPU-Adam-bound: exposed CPU optimizer 35% of the step, compute 60%, exposed host "
+        "copies 5.0%");
+  e.critical_path_s = {5, 0, 0, 0, 0, 5};
+  CHECK_THAT(what_binds(e), Catch::StartsWith("NVMe-bound: exposed NVMe 50%"));
+}
+
+TEST_CASE("the HTML report is self-contained", "[planner]") {
+  Problem p = problem("1.3b", "a100-40g", 8);
+  PlanResult r = run_plan(p, knobs({{Knob::kMicroBatch, "1,4"}, {Knob::kStage, "2,3"}}));
+  REQUIRE(r.recommended);
+  StepTimeline t = capture_timeline(p, to_ds_config(r.search.candidates[*r.recommended],
+                                                    base_config(p, r.search.space.batch), p));
+  REQUIRE(!t.shown.empty());
+  CHECK(t.shown.back().with_optimizer);
+  ReportInput in;
+  in.problem = &p;
+  in.search = &r.search;
+  in.plan = &r;
+  in.chosen = r.recommended;
+  in.timeline = &t;
+  in.title = "test";
+  std::string html = render_report_html(in);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<svg") != std::string::npos);
+  CHECK(html.find("Pareto front") != std::string::npos);
+  // Nothing fetched, no scripts.
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  // A pure function of its inputs.
+  CHECK(render_report_html(in) == html);
+}
+
+}  // namespace
+}  // namespace zplan::planner
