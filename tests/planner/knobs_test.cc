@@ -68,7 +68,7 @@ TEST_CASE("bad knob lists are one-line InputErrors naming the flag", "[planner]"
   CHECK(error_of(Knob::kMicroBatch, "1-100000").find("more than") != std::string::npos);
 }
 
-TEST_CASE("--knob NAME=LIST takes ds_config names and rejects unknown knobs", "[planner]") {
+TEST_CASE("knob NAME=LIST flags take ds_config names and rejects unknown knobs", "[planner]") {
   KnobRequest r;
   r.set_from_assignment("stage3_max_live_parameters=1e8,1e9", "--knob");
   REQUIRE(r.given(Knob::kMaxLive));
