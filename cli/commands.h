@@ -14,6 +14,7 @@ namespace zplan::cli {
 using Action = std::function<int()>;
 
 // Each adds its subcommand to `app` and returns the slot main() runs if it is chosen.
+void setup_calibrate_command(CLI::App& app, Action* action);
 void setup_memory_command(CLI::App& app, Action* action);
 void setup_models_command(CLI::App& app, Action* action);
 void setup_simulate_command(CLI::App& app, Action* action);
@@ -21,6 +22,7 @@ void setup_simulate_command(CLI::App& app, Action* action);
 // --hw ...` (no subcommand) plans too.
 void setup_plan_command(CLI::App& app, Action* action);
 void setup_sweep_command(CLI::App& app, Action* action);
+void setup_validate_command(CLI::App& app, Action* action);
 
 }  // namespace zplan::cli
 

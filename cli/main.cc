@@ -32,11 +32,13 @@ int main(int argc, char** argv) {
              "input, 2 bad usage, 3 does not fit, 4 check failed.");
 
   Action action;
+  setup_calibrate_command(app, &action);
   setup_memory_command(app, &action);
   setup_models_command(app, &action);
   setup_simulate_command(app, &action);
   setup_plan_command(app, &action);
   setup_sweep_command(app, &action);
+  setup_validate_command(app, &action);
 
   try {
     app.parse(argc, argv);

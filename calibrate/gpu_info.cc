@@ -1,0 +1,68 @@
+#include "calibrate/gpu_info.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace zplan::calibrate {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+}  // namespace
+
+std::optional<hardware::Arch> arch_for_compute_capability(int major, int minor) {
+  (void)minor;
+  if (major < 7) return std::nullopt;
+  if (major == 7) return minor >= 5 ? hardware::Arch::kAmpere : hardware::Arch::kVolta;
+  if (major == 8) return hardware::Arch::kAmpere;
+  if (major == 9) return hardware::Arch::kHopper;
+  return hardware::Arch::kBlackwell;
+}
+
+std::string stock_profile_for_device(const std::string& device_name, double memory_bytes) {
+  const std::string n = upper(device_name);
+  if (n.find("A100") != std::string::npos) return memory_bytes > 48 * kGiB ? "a100" : "a100-40g";
+  if (n.find("H100") != std::string::npos) return "h100";
+  if (n.find("H200") != std::string::npos) return "h200";
+  if (n.find("V100") != std::string::npos) return "v100";
+  return "";
+}
+
+std::vector<GemmShape> gpu_gemm_shapes(Sweep sweep) {
+  switch (sweep) {
+    case Sweep::kTiny:
+      return {{256, 256, 256}, {1024, 1024, 1024}};
+    case Sweep::kQuick:
+      return {{256, 256, 256},    {512, 512, 512},     {1024, 1024, 1024},  {2048, 2048, 2048},
+              {4096, 4096, 4096}, {8192, 8192, 8192},  {2048, 3072, 1024},  {4096, 4096, 1024},
+              {4096, 1024, 4096}, {4096, 12288, 4096}, {8192, 16384, 4096}, {8192, 4096, 16384}};
+    case Sweep::kFull:
+      return {{256, 256, 256},       {512, 512, 512},      {1024, 1024, 1024},
+              {2048, 2048, 2048},    {4096, 4096, 4096},   {8192, 8192, 8192},
+              {16384, 16384, 16384}, {2048, 3072, 1024},   {4096, 4096, 1024},
+              {4096, 1024, 4096},    {4096, 12288, 4096},  {8192, 16384, 4096},
+              {8192, 4096, 16384},   {16384, 24576, 6144}, {16384, 6144, 24576},
+              {8192, 36864, 12288},  {8192, 12288, 49152}};
+  }
+  return {};
+}
+
+double gpu_copy_bytes(Sweep sweep) {
+  switch (sweep) {
+    case Sweep::kTiny:
+      return 1 << 20;
+    case Sweep::kQuick:
+      return 64 << 20;
+    case Sweep::kFull:
+      return 256 << 20;
+  }
+  return 64 << 20;
+}
+
+}  // namespace zplan::calibrate

@@ -1,0 +1,100 @@
+// The mpi backend: all_gather, reduce_scatter and all_reduce among the MPI ranks of the run
+// (MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce on MPI_FLOAT with MPI_SUM, out of
+// place and with MPI_IN_PLACE), the collectives CPU ranks of a training run -- and zplan's
+// reference executor, which runs them in place -- use.
+// Built with ZPLAN_HAVE_MPI; timed by the shared nccl-tests-style sweep (collective_sweep.h).
+#include <algorithm>
+#include <vector>
+
+#include <mpi.h>
+
+#include "calibrate/backend.h"
+#include "calibrate/check.h"
+#include "calibrate/collective_sweep.h"
+
+namespace zplan::calibrate {
+
+namespace {
+
+class MpiCollectiveBench : public CollectiveBench {
+ public:
+  explicit MpiCollectiveBench(Group& group) : ranks_(group.size()), nodes_(group.nodes()) {}
+  int ranks() const override { return ranks_; }
+  int nodes() const override { return nodes_; }
+  std::string backend() const override { return "mpi"; }
+
+  void reserve(double max_bytes) override {
+    // Every op's send and receive buffers fit in S bytes (nccl-tests' sizes, §2.1).
+    size_t floats = static_cast<size_t>(max_bytes / 4) + size_t(ranks_);
+    if (send_.size() < floats) {
+      send_.assign(floats, 1.0f);
+      recv_.assign(floats, 0.0f);
+    }
+  }
+
+  double run(hardware::Collective op, int64_t count, int iters, bool in_place) override {
+    const int c = static_cast<int>(count);
+    float* recv = recv_.data();
+    const float* send = in_place ? nullptr : send_.data();
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) {
+      switch (op) {
+        case hardware::Collective::kAllGather:
+          // In place: this rank's contribution already sits in its slot of the output.
+          ZPLAN_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, c, MPI_FLOAT, recv, c,
+                                        MPI_FLOAT, MPI_COMM_WORLD));
+          break;
+        case hardware::Collective::kReduceScatter:
+          // In place: the input is recv (c x n elements); the result lands in its first c.
+          ZPLAN_MPI_CHECK(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, c,
+                                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+          break;
+        case hardware::Collective::kAllReduce:
+          ZPLAN_MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, c, MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD));
+          break;
+      }
+    }
+    return MPI_Wtime() - t0;
+  }
+
+ private:
+  int ranks_;
+  int nodes_;
+  std::vector<float> send_;
+  std::vector<float> recv_;
+};
+
+class MpiBackend : public Backend {
+ public:
+  std::string name() const override { return "mpi"; }
+
+  void check(Group& group, const ProbeOptions&) override {
+    if (group.library().empty()) {
+      throw_unavailable("mpi",
+                        "not started by an MPI launcher; run it as mpirun -np N zplan "
+                        "calibrate --backend mpi ...");
+    }
+    if (group.size() < 2) {
+      throw_unavailable("mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
+    }
+  }
+
+  void measure(Group& group, const ProbeOptions& options, Progress& progress,
+               Measurements* out) override {
+    MpiCollectiveBench bench(group);
+    const SweepSettings settings = sweep_settings(options, /*gpu=*/false);
+    for (hardware::Collective op :
+         {hardware::Collective::kAllGather, hardware::Collective::kReduceScatter,
+          hardware::Collective::kAllReduce}) {
+      out->collectives.push_back(sweep_collective(bench, group, op, settings, progress));
+    }
+    out->versions["mpi"] = group.library();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend() { return std::make_unique<MpiBackend>(); }
+
+}  // namespace zplan::calibrate

@@ -1,0 +1,294 @@
+// `zplan validate`: simulate one step, execute the same step for real on --ranks ranks (MPI
+// processes on the CPU, one rank per "device"), and print predicted vs measured step time, time
+// per phase and peak memory per tier, with the error in percent. --max-error PCT turns it into a
+// check (exit 4). Run from a normal shell it re-launches itself under mpirun; under mpirun every
+// rank executes and rank 0 prints.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "calibrate/executor.h"
+#include "calibrate/executor_comm.h"
+#include "calibrate/executor_device.h"
+#include "calibrate/group.h"
+#include "calibrate/validate.h"
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "cli/describe.h"
+#include "cli/table.h"
+#include "models/atomic_file.h"
+#include "models/input_error.h"
+#include "sim/trace_writer.h"
+
+namespace zplan::cli {
+
+namespace {
+
+// Set in the environment of the ranks a re-launch starts, so that they never re-launch again.
+constexpr const char* kRelaunchedVar = "ZPLAN_VALIDATE_RELAUNCHED";
+
+struct ValidateCliOptions {
+  SetupOptions setup;
+  int ranks = 2;
+  int steps = 3;
+  int warmup = 1;
+  bool json = false;
+  std::optional<double> max_error_pct;
+  std::string trace;
+  bool force = false;
+  std::string swap_dir;
+  double comm_timeout_s = 60;
+  int fail_rank = -1;
+};
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// This process's own command line (argv[0] excluded).
+std::vector<std::string> own_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  if (!args.empty()) args.erase(args.begin());
+  return args;
+}
+
+std::string own_executable() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw InputError("zplan validate", "cannot find its own executable to re-launch");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Runs this same command under `mpirun -np ranks` and returns its exit code.
+int relaunch_under_mpirun(int ranks) {
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) {
+    throw InputError("--ranks", std::to_string(ranks) +
+                                    " ranks run as MPI processes, but mpirun is not on PATH "
+                                    "(apt-get install openmpi-bin), or use --ranks 1");
+  }
+  std::vector<std::string> argv{mpirun};
+  // Open MPI (ompi_info beside mpirun) refuses root and more ranks than cores without these.
+  const std::string dir = mpirun.substr(0, mpirun.rfind('/'));
+  if (access((dir + "/ompi_info").c_str(), X_OK) == 0) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    argv.insert(argv.end(), {"--allow-run-as-root", "--oversubscribe", "--bind-to",
+                             static_cast<unsigned>(ranks) <= cores ? "core" : "none"});
+  }
+  argv.insert(argv.end(), {"-np", std::to_string(ranks), own_executable()});
+  for (const std::string& a : own_arguments()) argv.push_back(a);
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t pid = fork();
+  if (pid < 0) throw InputError("zplan validate", "fork failed");
+  if (pid == 0) {
+    setenv(kRelaunchedVar, "1", 1);
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(mpirun.c_str(), cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw InputError("zplan validate", "lost track of mpirun");
+  }
+  if (WIFEXITED(status)) {
+    int code = WEXITSTATUS(status);
+    if (code == 127) throw InputError(mpirun, "could not be started");
+    return code;
+  }
+  std::cerr << "zplan: mpirun ended by signal " << WTERMSIG(status) << "\n";
+  return kExitBadInput;
+}
+
+std::string time_text(double s) { return strformat("%.4f s", s); }
+std::string mib_text(double bytes) { return strformat("%.1f MiB", bytes / (1024.0 * 1024.0)); }
+
+void print_report(std::ostream& out, const Setup& s, const calibrate::ValidationReport& r,
+                  int ranks) {
+  out << "zplan validate: " << describe_run(s.model, s.cluster) << '\n'
+      << "  " << describe_config(s.config, s.workload) << '\n'
+      << "  executed on " << ranks << " rank" << (ranks == 1 ? "" : "s") << ": "
+      << r.measured.device << ", " << r.measured.comm << ", pinned memory "
+      << r.measured.pinned;
+  if (!r.measured.swap.empty()) out << ", NVMe swap " << r.measured.swap;
+  out << '\n';
+  out << "  measured steps:";
+  for (double t : r.measured.step_s) out << strformat(" %.4f", t);
+  out << strformat(" s (median reported); loss %.5f -> %.5f\n\n",
+                   r.measured.loss.empty() ? 0.0 : r.measured.loss.front(),
+                   r.measured.loss.empty() ? 0.0 : r.measured.loss.back());
+  Table t({"", "predicted", "measured", "error"}, {false, true, true, true});
+  for (const calibrate::ValidationRow& row : r.time) {
+    t.add_row({row.name + (row.checked ? " *" : ""), time_text(row.predicted),
+               time_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
+  }
+  for (const calibrate::ValidationRow& row : r.memory) {
+    t.add_row({row.name + (row.checked ? " *" : ""), mib_text(row.predicted),
+               mib_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
+  }
+  t.print(out, "  ");
+  out << "\n  busy time by kind of task (summed over the step; rank 0):\n";
+  Table k({"", "predicted", "measured", "error"}, {false, true, true, true});
+  for (const calibrate::ValidationRow& row : r.tasks) {
+    k.add_row({row.name, time_text(row.predicted), time_text(row.measured),
+               strformat("%+.1f%%", 100 * row.error())});
+  }
+  k.print(out, "  ");
+  out << "\n  * checked by --max-error. Memory is per rank, without the runtime category.\n"
+      << strformat("  compute waited %.4f s for work on other resources (one core per rank)\n",
+                   r.measured.compute_wait_s);
+}
+
+int run_validate(ValidateCliOptions o) {
+  if (o.setup.gpus == 0) o.setup.gpus = o.ranks;
+  if (o.setup.gpus != o.ranks) {
+    throw InputError("--ranks", "and --gpus disagree (" + std::to_string(o.ranks) + " vs " +
+                                    std::to_string(o.setup.gpus) + "); give one of them");
+  }
+  if (o.ranks < 1) throw InputError("--ranks", "must be at least 1");
+  if (o.steps < 1) throw InputError("--steps", "must be at least 1");
+  if (o.warmup < 0) throw InputError("--warmup", "must not be negative");
+  if (o.max_error_pct && !(*o.max_error_pct >= 0)) {
+    throw InputError("--max-error", "must be a percentage >= 0");
+  }
+  if (!o.trace.empty() && !o.force && path_exists(o.trace)) {
+    throw InputError(o.trace, "exists; pass --force to replace it");
+  }
+  // Bad input is reported here, once, before any rank starts.
+  Setup s = resolve_setup(o.setup);
+  calibrate::check_executor_supports(s.config, s.cluster);
+
+  const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
+  if (!under_mpi && o.ranks > 1) {
+    if (std::getenv(kRelaunchedVar) != nullptr) {
+      throw InputError("zplan validate", "was re-launched under mpirun but sees no MPI launcher");
+    }
+    if (!calibrate::executor_has_mpi()) {
+      throw InputError("--ranks", "this zplan was built without MPI (configure with "
+                                  "-DZPLAN_WITH_MPI=ON); only --ranks 1 runs");
+    }
+    return relaunch_under_mpirun(o.ranks);
+  }
+
+  std::unique_ptr<calibrate::ExecutorComm> comm;
+  std::vector<std::unique_ptr<calibrate::ExecutorComm>> local;
+  if (under_mpi) {
+    int argc = 0;
+    char** argv = nullptr;
+    calibrate::mpi_init_for_executor(&argc, &argv);
+    comm = calibrate::make_mpi_comm(calibrate::kExecutorChannels, o.comm_timeout_s);
+    if (comm->size() != o.ranks) {
+      throw InputError("--ranks", std::to_string(o.ranks) + " asked for, but mpirun started " +
+                                      std::to_string(comm->size()));
+    }
+  } else {
+    local = calibrate::make_thread_comms(1, calibrate::kExecutorChannels, o.comm_timeout_s);
+  }
+  calibrate::ExecutorComm& c = comm ? *comm : *local[0];
+  const int rank = c.rank();
+  calibrate::CpuDeviceOptions dev_options;
+  const int ranks_per_node = s.cluster.gpus_per_node();
+  dev_options.blas_threads = std::max(
+      1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks_per_node));
+  auto device = calibrate::make_cpu_device(&c, dev_options);
+
+  calibrate::ValidateOptions vo;
+  vo.execute.steps = o.steps;
+  vo.execute.warmup_steps = o.warmup;
+  vo.execute.swap_dir = o.swap_dir;
+  vo.execute.fail_rank = o.fail_rank;
+  vo.execute.comm_timeout_s = o.comm_timeout_s;
+  std::unique_ptr<sim::TraceWriter> trace;
+  if (!o.trace.empty() && rank == 0) {
+    trace = std::make_unique<sim::TraceWriter>(s.model);
+    vo.measured_trace = trace.get();
+  }
+  calibrate::ValidationReport report =
+      calibrate::validate(s.model, s.cluster, s.config, s.workload, *device, vo);
+  const bool failed =
+      o.max_error_pct && 100 * report.max_checked_error() > *o.max_error_pct;
+  if (rank == 0) {
+    if (trace) write_file_atomically(o.trace, trace->json(), o.force);
+    if (o.json) {
+      nlohmann::json j = setup_to_json(s);
+      j["ranks"] = o.ranks;
+      j["validation"] = report.to_json();
+      if (o.max_error_pct) {
+        j["max_error_pct"] = *o.max_error_pct;
+        j["passed"] = !failed;
+      }
+      std::cout << j.dump(2) << '\n';
+    } else {
+      print_report(std::cout, s, report, o.ranks);
+      if (!o.trace.empty()) std::cout << "  measured trace written to " << o.trace << '\n';
+      if (o.max_error_pct) {
+        std::cout << strformat("  %s: largest checked error %.1f%% (limit %.1f%%)\n",
+                               failed ? "FAILED" : "passed", 100 * report.max_checked_error(),
+                               *o.max_error_pct);
+      }
+    }
+    std::cout.flush();
+  }
+  device.reset();
+  comm.reset();
+  if (under_mpi) calibrate::mpi_finalize_for_executor();
+  return failed ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace
+
+void setup_validate_command(CLI::App& app, Action* action) {
+  auto o = std::make_shared<ValidateCliOptions>();
+  o->setup.precision = "fp32";  // the executor trains in fp32
+  CLI::App* sub = app.add_subcommand(
+      "validate",
+      "run one step for real (MPI ranks on the CPU) and compare it with the simulation");
+  add_setup_options(*sub, o->setup, /*zero_flags=*/true);
+  // --ranks is validate's name for --gpus: one rank stands for one device.
+  sub->get_option("--gpus")->required(false)->group("");
+  sub->add_option("--ranks", o->ranks, "ranks (devices) to run; re-launches under mpirun if > 1")
+      ->capture_default_str();
+  sub->add_option("--steps", o->steps, "measured optimizer steps (the median is reported)")
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "optimizer steps run before measuring")
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "print JSON instead of tables");
+  sub->add_option("--max-error", o->max_error_pct,
+                  "exit 4 if step time or a memory peak is off by more than PCT percent");
+  sub->add_option("--trace", o->trace, "write the measured Chrome/Perfetto trace to this file");
+  sub->add_flag("--force", o->force, "replace an existing --trace file");
+  sub->add_option("--swap-dir", o->swap_dir,
+                  "directory for NVMe swap files (default: the config's nvme_path, else $TMPDIR)");
+  sub->add_option("--comm-timeout", o->comm_timeout_s,
+                  "seconds a collective may make no progress before the job is aborted")
+      ->capture_default_str();
+  sub->add_option("--fail-rank", o->fail_rank, "testing: this rank dies in the first measured step")
+      ->group("");
+  sub->callback([o, action] { *action = [o] { return run_validate(*o); }; });
+}
+
+}  // namespace zplan::cli

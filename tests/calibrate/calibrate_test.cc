@@ -1,0 +1,225 @@
+// A whole calibration on the fake backend: the profile it builds loads, carries provenance and
+// fit errors, holds the measured tables -- and the simulator uses them: a calibrated profile
+// changes sim::simulate_step's predictions against its base.
+#include "calibrate/calibrate.h"
+
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "calibrate/config.h"
+#include "calibrate/fake_backend.h"
+#include "hardware/cost_model.h"
+#include "models/catalog.h"
+#include "models/input_error.h"
+#include "sim/simulate.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace zplan::calibrate {
+namespace {
+
+using hardware::Collective;
+
+// The fake backend through the driver (registry, checks, fit, profile), as `zplan calibrate
+// --backend fake` runs it.
+Calibration run_fake(const std::string& base) {
+  CalibrateOptions o;
+  o.backends = "fake";
+  o.base = base;
+  o.name = "fake-cluster";
+  o.date = "2026-11-22T00:00:00Z";
+  o.command_line = "zplan calibrate --backend fake";
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  return calibrate(o, *group, quiet);
+}
+
+// A fake of another spec, measured and built with the same code.
+hardware::Profile fake_profile(const FakeSpec& spec) {
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  Measurements m;
+  make_fake_backend(spec)->measure(*group, ProbeOptions{}, quiet, &m);
+  BuildInputs in;
+  in.measurements = &m;
+  in.name = "fake";
+  return build_profile(in).profile;
+}
+
+std::string stage_json(int stage, const std::string& extra = "", int micro = 1) {
+  return R"({"train_micro_batch_size_per_gpu": )" + std::to_string(micro) +
+         R"(, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, )"
+         R"("zero_optimization": {"stage": )" +
+         std::to_string(stage) + extra + "}}";
+}
+
+TEST_CASE("a fake calibration builds a profile that loads and says where it came from",
+          "[calibrate]") {
+  Calibration c = run_fake("");
+  REQUIRE(c.built.has_value());
+  const hardware::Profile& p = c.built->profile;
+  // A CPU base built from the fake's host numbers: 8 ranks of 2 threads on a 16-core node.
+  CHECK(p.name == "fake-cluster");
+  CHECK(p.gpu.arch == hardware::Arch::kCpu);
+  CHECK(p.node.intra_link == hardware::IntraLink::kSharedMemory);
+  CHECK(p.node.gpus_per_node == 8);
+  CHECK(p.node.cpu_cores == 16);
+  CHECK(p.gpu.memory_bytes == Approx(64.0 * (1 << 30) / 8));
+  CHECK(p.node.cpu_adam_params_per_s_per_core == Approx(250e6 / 2));
+  CHECK(p.node.host_memory_bw_bytes_per_s == Approx(8e9 * 8));
+  // One measured table per op, with the fit's regimes.
+  for (Collective op :
+       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    const hardware::CollectiveTable* t = p.find_collective(op, 8, 1);
+    REQUIRE(t != nullptr);
+    CHECK(t->points.size() >= 20);
+    CHECK(!t->regimes.empty());
+  }
+  CHECK(p.find_collective(Collective::kAllReduce, 8, 1)->regimes.size() == 2);
+  // shm node numbers from the all_reduce fit: busbw of the last regime (130 GB/s algbw x 14/8)
+  // and the first regime's alpha over 2(n-1) = 14 ring steps (5 us / 14).
+  CHECK(p.node.intra_busbw_bytes_per_s == Approx(130e9 * 14 / 8).epsilon(0.02));
+  CHECK(p.node.intra_latency_s == Approx(5e-6 / 14).epsilon(0.02));
+  // Provenance and sources.
+  const nlohmann::json& prov = p.provenance;
+  CHECK(prov["date"] == "2026-11-22T00:00:00Z");
+  CHECK(prov["command"] == "zplan calibrate --backend fake");
+  CHECK(prov["zplan_version"].is_string());
+  CHECK(prov["hosts"].size() == 1);
+  CHECK(prov["versions"]["fake"] == "seed 42");
+  CHECK(prov["base"] == "built from the measurements (cpu)");
+  REQUIRE(prov["fit"].size() == 4);  // 3 collectives + the GEMM curve
+  for (const nlohmann::json& f : prov["fit"]) {
+    CHECK(f["max_rel_error"].get<double>() >= 0);
+    CHECK(f["median_rel_error"].get<double>() <= f["max_rel_error"].get<double>());
+  }
+  CHECK(p.sources["/node/cpu_adam_mparams_per_s_per_core"].get<std::string>().rfind(
+            "measured by zplan calibrate 2026-11-22: ", 0) == 0);
+  CHECK(p.sources["/gpu/attention_efficiency"].get<std::string>().rfind("[est] ", 0) == 0);
+  // The written form loads back to the same profile.
+  nlohmann::json j = hardware::profile_to_json(p);
+  CHECK(hardware::profile_to_json(hardware::profile_from_json(j, "x.json")) == j);
+}
+
+TEST_CASE("the measured tables replace NCCL's formulas in the cost model", "[calibrate]") {
+  Calibration c = run_fake("a100");
+  const hardware::Profile& p = c.built->profile;
+  CHECK(p.gpu.arch == hardware::Arch::kAmpere);  // the base's device stays
+  CHECK(p.provenance["base"].get<std::string>().rfind("a100", 0) == 0);
+  hardware::Cluster calibrated = hardware::make_cluster(p, 8, 1);
+  hardware::Cluster base = hardware::make_cluster(hardware::load_profile("a100"), 8, 1);
+  const double s = 64.0 * 1024 * 1024;
+  hardware::CollectiveCost cost = hardware::collective_cost(calibrated, Collective::kAllGather, s);
+  CHECK(std::string(cost.algorithm) == "table");
+  // The fake's all_gather: 10 us + S / 200 GB/s, measured with 1 % noise.
+  CHECK(cost.total_s() == Approx(10e-6 + s / 200e9).epsilon(0.03));
+  CHECK(std::string(hardware::collective_cost(base, Collective::kAllGather, s).algorithm) !=
+        "table");
+  // Host numbers replace the base's; the device's do not (no cuda backend ran).
+  CHECK(p.node.cpu_adam_params_per_s_per_core == Approx(125e6));
+  CHECK(p.gpu.peak_flops_per_s == base.profile.gpu.peak_flops_per_s);
+}
+
+TEST_CASE("a calibrated profile changes simulate_step's predictions against its base",
+          "[calibrate]") {
+  // ZeRO-3 on 8 A100s is bound by its all-gathers at micro-batch 1; the fake's all_gather (175 GB/s
+  // busbw) is slower than the stock a100's 234.9 GB/s ring, so the calibrated step is slower. With
+  // the optimizer offloaded, CPU Adam runs at min(threads x rate per core, DRAM share / 28 B)
+  // (docs/cost_model.md §5): the a100 node's 16 threads x 60 M/s = 960 M/s per rank (its DRAM
+  // share, 280 GB/s / 8 / 28 B = 1.25 G/s, does not bind) against the fake node's 2 threads x
+  // 125 M/s = 250 M/s (DRAM share 64 GB/s / 8 / 28 B = 286 M/s): 3.84x the time.
+  Calibration c = run_fake("a100");
+  const hardware::Profile calibrated = c.built->profile;
+  const hardware::Profile base = hardware::load_profile("a100");
+  const models::Model model = models::load_model("1.3b");
+  sim::Workload w{2048, true};
+
+  sim::DsConfig z3 = sim::testing::config(stage_json(3), 8, 2048);
+  double t_base = sim::simulate_step(model, hardware::make_cluster(base, 8, 1), z3, w).step_time_s;
+  double t_cal =
+      sim::simulate_step(model, hardware::make_cluster(calibrated, 8, 1), z3, w).step_time_s;
+  INFO("stage 3: base " << t_base << " s, calibrated " << t_cal << " s");
+  CHECK(t_cal > t_base * 1.01);
+
+  sim::DsConfig offload =
+      sim::testing::config(stage_json(2, R"(, "offload_optimizer": {"device": "cpu"})"), 8, 2048);
+  sim::StepResult r_base =
+      sim::simulate_step(model, hardware::make_cluster(base, 8, 1), offload, w);
+  sim::StepResult r_cal =
+      sim::simulate_step(model, hardware::make_cluster(calibrated, 8, 1), offload, w);
+  const int cpu = static_cast<int>(sim::Resource::kCpuOptimizer);
+  INFO("CPU optimizer busy: base " << r_base.resources[cpu].busy_s << " s, calibrated "
+                                   << r_cal.resources[cpu].busy_s << " s");
+  CHECK(r_cal.resources[cpu].busy_s == Approx(r_base.resources[cpu].busy_s * 960 / 250));
+}
+
+TEST_CASE("on a CPU profile the simulator follows the measured collectives", "[calibrate]") {
+  // tiny-mlp on the fake's 8 CPU ranks, ZeRO-2, micro-batch 1: ~12 ms of compute and memory-bound
+  // work against ~0.2 ms of collectives (16.8 MB of bf16 gradients reduce-scattered at 190 GB/s,
+  // parameters all-gathered at 200 GB/s). The same calibration with a 50x slower all_reduce and
+  // reduce_scatter (~4 ms more of reduce-scatter) must predict a step > 20 % slower.
+  FakeSpec slow = default_fake_spec();
+  for (FakeCollective& f : slow.collectives) {
+    if (f.op == Collective::kAllGather) continue;
+    for (auto& g : f.regimes) {
+      g.alpha_s *= 50;
+      g.beta_s_per_byte *= 50;
+    }
+  }
+  const hardware::Profile fast_profile = fake_profile(default_fake_spec());
+  const hardware::Profile slow_profile = fake_profile(slow);
+  const models::Model model = models::load_model("tiny-mlp");
+  sim::DsConfig z2 = sim::testing::config(stage_json(2, "", 1), 8, 1024);
+  sim::Workload w{1, true};
+  double t_fast =
+      sim::simulate_step(model, hardware::make_cluster(fast_profile, 8, 1), z2, w).step_time_s;
+  double t_slow =
+      sim::simulate_step(model, hardware::make_cluster(slow_profile, 8, 1), z2, w).step_time_s;
+  INFO("fast " << t_fast << " s, slow " << t_slow << " s");
+  CHECK(t_fast > 0);
+  CHECK(t_slow > t_fast * 1.2);
+}
+
+TEST_CASE("the report prints every table", "[calibrate]") {
+  Calibration c = run_fake("");
+  std::ostringstream out;
+  print_report(out, c);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::StartsWith("# zplan calibrate "));
+  CHECK_THAT(text, Catch::Contains("# host: zplan fake CPU, 16 CPUs"));
+  CHECK_THAT(text, Catch::Contains("# gemm: C[m x n] = A[m x k] B[k x n]"));
+  CHECK_THAT(text, Catch::Contains("# all_gather (fake): 8 ranks on 1 node"));
+  CHECK_THAT(text, Catch::Contains("# reduce_scatter (fake)"));
+  CHECK_THAT(text, Catch::Contains("# all_reduce (fake)"));
+  CHECK_THAT(text, Catch::Contains("# fit error: max "));
+  CHECK_THAT(text, Catch::Contains("# profile 'fake-cluster'"));
+  nlohmann::json j = report_json(c);
+  CHECK(j["collectives"].size() == 3);
+  CHECK(j["profile"]["name"] == "fake-cluster");
+}
+
+TEST_CASE("bad calibrate options fail before measuring", "[calibrate]") {
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  CalibrateOptions o;
+  o.probe.sweep = Sweep::kTiny;
+  o.backends = "fake,host";
+  CHECK_THROWS_WITH(calibrate(o, *group, quiet),
+                    "--backend: 'fake' cannot be combined with other backends");
+  o.backends = "fake";
+  o.base = "a1000";
+  CHECK_THROWS_WITH(calibrate(o, *group, quiet),
+                    Catch::StartsWith("--base: no file 'a1000' and no stock profile of that "
+                                      "name; stock profiles: "));
+#if ZPLAN_HAVE_MPI
+  if (mpi_launcher_variable().empty()) {
+    o.base = "";
+    o.backends = "mpi";
+    CHECK_THROWS_WITH(calibrate(o, *group, quiet),
+                      Catch::StartsWith("backend 'mpi': not started by an MPI launcher"));
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace zplan::calibrate

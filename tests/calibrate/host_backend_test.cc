@@ -1,0 +1,155 @@
+// The host backend's parts: the GEMM and block-I/O kernels it times, and a tiny run of the whole
+// backend that must produce a CPU profile zplan can load. Its timings are not asserted: the
+// machine is shared, and performance is measured by `zplan calibrate`, not by unit tests.
+#include "calibrate/host_backend.h"
+
+#include <vector>
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "calibrate/block_io.h"
+#include "calibrate/calibrate.h"
+#include "calibrate/cpu_gemm.h"
+#include "models/input_error.h"
+#include "tests/calibrate/calibrate_test_util.h"
+
+namespace zplan::calibrate {
+namespace {
+
+using testing::TempDir;
+
+TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
+  const int64_t m = 5, n = 7, k = 3;
+  std::vector<float> a(m * k), b(k * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;
+  for (int64_t i = 0; i < k * n; ++i) b[i] = float(i % 3) + 0.5f;
+  std::vector<float> want(m * n, 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) want[i * n + j] += a[i * k + p] * b[p * n + j];
+  for (int threads : {1, 2}) {
+    set_cpu_gemm_threads(threads);
+    std::vector<float> c(m * n, -1);
+    cpu_sgemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    CHECK(c == want);
+    // Transposed storage: A^T stored as k x m, B^T as n x k.
+    std::vector<float> at(k * m), bt(n * k);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) at[p * m + i] = a[i * k + p];
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
+    std::vector<float> c2(m * n, -1);
+    cpu_sgemm(true, true, m, n, k, at.data(), m, bt.data(), k, c2.data(), n);
+    CHECK(c2 == want);
+  }
+  set_cpu_gemm_threads(1);
+  CHECK(!cpu_gemm_library().empty());
+}
+
+TEST_CASE("scratch files leave nothing behind", "[calibrate][host]") {
+  TempDir dir;
+  REQUIRE(!dir.path().empty());
+  {
+    ScratchFile f(dir.path());
+    CHECK(TempDir::entries(dir.path()).empty());  // unlinked as soon as it was open
+    BlockIoSettings s;
+    s.block_bytes = 1 << 20;
+    s.queue_depth = 8;
+    std::string engine;
+    CHECK(sequential_write(f, 4 << 20, s, &engine) > 0);
+    CHECK(!engine.empty());
+    CHECK(sequential_read(f, 4 << 20, s, &engine) > 0);
+    struct stat st;
+    REQUIRE(fstat(f.fd(), &st) == 0);
+    CHECK(st.st_size == 4 << 20);
+    CHECK(st.st_nlink == 0);
+  }
+  CHECK(TempDir::entries(dir.path()).empty());
+}
+
+TEST_CASE("a directory without O_DIRECT falls back and says so", "[calibrate][host]") {
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0) return;
+  ScratchFile f("/dev/shm");
+  if (f.o_direct()) return;  // this kernel's tmpfs accepts O_DIRECT
+  CHECK_THAT(f.note(), Catch::StartsWith("no O_DIRECT at /dev/shm (open: "));
+  std::string engine;
+  CHECK(sequential_write(f, 1 << 20, BlockIoSettings{}, &engine) > 0);
+}
+
+TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[calibrate][host]") {
+  CalibrateOptions o;
+  o.backends = "host";
+  o.probe.sweep = Sweep::kTiny;
+  o.probe.nvme_path = "/nonexistent/zplan";
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  CHECK_THROWS_WITH(calibrate(o, *group, quiet),
+                    "/nonexistent/zplan: cannot create a scratch file for the NVMe probe: No such "
+                    "file or directory");
+}
+
+TEST_CASE("threads per rank: the node's CPUs shared by its ranks", "[calibrate][host]") {
+  ProbeOptions o;
+  CHECK(threads_per_rank(o, 16, 8) == 2);
+  CHECK(threads_per_rank(o, 2, 2) == 1);
+  CHECK(threads_per_rank(o, 2, 4) == 1);
+  o.threads = 3;
+  CHECK(threads_per_rank(o, 2, 2) == 3);
+  CpuInfo cpu = read_cpu_info();
+  CHECK(cpu.online_cpus >= 1);
+  CHECK(cpu.memory_bytes > 0);
+  CHECK(!cpu.model.empty());
+}
+
+TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host]") {
+  TempDir dir;
+  CalibrateOptions o;
+  o.backends = "host";
+  o.probe.sweep = Sweep::kTiny;
+  o.probe.nvme_path = dir.path();
+  o.name = "tiny-host";
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  Calibration c = calibrate(o, *group, quiet);
+  CHECK(TempDir::entries(dir.path()).empty());
+  const HostMeasurements& h = c.measurements.host;
+  REQUIRE(h.measured);
+  CHECK(h.h2d_pinned_bytes_per_s > 0);
+  CHECK(h.triad_bytes_per_s_per_rank > 0);
+  CHECK(h.adam_params_per_s_per_rank > 0);
+  CHECK(h.nvme_read_bytes_per_s_node > 0);
+  CHECK(h.nvme_write_bytes_per_s_node > 0);
+  CHECK(h.gemms.size() == host_sizes(Sweep::kTiny).gemms.size());
+  REQUIRE(c.built.has_value());
+  const hardware::Profile& p = c.built->profile;
+  CHECK(p.name == "tiny-host");
+  CHECK(p.gpu.arch == hardware::Arch::kCpu);
+  CHECK(p.node.intra_link == hardware::IntraLink::kSharedMemory);
+  CHECK(p.node.gpus_per_node == 1);
+  CHECK(p.gpu.peak_fp32_flops_per_s > 0);
+  CHECK(p.node.cpu_adam_params_per_s_per_core ==
+        Approx(h.adam_params_per_s_per_rank / h.threads_per_rank));
+  CHECK(p.collectives.empty());
+  // Round trip through the file format.
+  hardware::Profile again = hardware::profile_from_json(hardware::profile_to_json(p), "again.json");
+  CHECK(hardware::profile_to_json(again) == hardware::profile_to_json(p));
+}
+
+TEST_CASE("the quick host calibration", "[.slow][calibrate-slow]") {
+  TempDir dir;
+  CalibrateOptions o;
+  o.backends = "host";
+  o.probe.nvme_path = dir.path();
+  auto group = make_single_process_group();
+  Progress quiet(nullptr);
+  Calibration c = calibrate(o, *group, quiet);
+  REQUIRE(c.built.has_value());
+  CHECK(c.built->profile.gpu.gemm_efficiency.size() >= 5);
+  CHECK(TempDir::entries(dir.path()).empty());
+}
+
+}  // namespace
+}  // namespace zplan::calibrate
