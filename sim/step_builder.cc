@@ -120,6 +120,26 @@ Task StepBuilder::memory_task(TaskKind kind, Resource resource, double bytes) co
   return t;
 }
 
+Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
+  const hardware::GpuSpec& gpu = cluster_.profile.gpu;
+  const double p = sizes_.param_bytes;
+  if (gpu.arch != hardware::Arch::kCpu) {
+    // One bandwidth-bound kernel (gpu_adam_bytes); stage 0's FP16_Optimizer also writes the
+    // 16-bit copy, so the formula is the same with or without copy_back.
+    return memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, gpu_adam_bytes(p) * elems);
+  }
+  // A CPU rank as the device (the reference executor, docs/validation.md): its Adam is zplan's
+  // vectorized CPU Adam kernel on the rank's one core, at the calibrated CPU Adam rate, then a
+  // plain copy of the updated master weights into the model's parameters (read + write).
+  Task t;
+  t.kind = TaskKind::kOptimizerGpu;
+  t.resource = Resource::kCompute;
+  t.bytes = (28.0 + (copy_back ? 2 * p : 0)) * elems;
+  t.work_s = hardware::cpu_adam_time_s(cluster_.profile.node, elems, 1, ranks_per_node_) +
+             (copy_back ? hardware::memory_bound_time_s(gpu, 2 * p * elems) : 0);
+  return t;
+}
+
 void StepBuilder::build(int micro_step, StepGraph* graph) const {
   graph->clear();
   graph->reserve(expected_tasks_);
@@ -239,6 +259,15 @@ TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
   t.index = piece;
   t.work_s = kind == TaskKind::kBackward ? pc.bwd_s : pc.fwd_s;
   t.flops = kind == TaskKind::kBackward ? 2 * pc.fwd_flops : pc.fwd_flops;
+  if (kind == TaskKind::kBackward && config_.zero.stage >= 2) {
+    // Stages 2-3: the gradient hooks copy the piece's new gradients into the IPG buffer
+    // (reduce_ready_partitions_and_remove_grads / __add_grad_to_ipg_bucket, ref §2.1 item 4,
+    // §2.2 item 10), a read and a write on the compute stream.
+    double grads = 0;
+    for (double e : pc.grads) grads += e;
+    t.work_s += hardware::memory_bound_time_s(cluster_.profile.gpu,
+                                              2 * sizes_.param_bytes * grads);
+  }
   return c.g->add(t);
 }
 
@@ -287,6 +316,16 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       t = collective_task(TaskKind::kReduce, stream, Collective::kReduceScatter, bytes);
       t.latency_s *= cluster_.gpus;
     }
+    // The copies around the collective, each a read and a write, short kernels on the same
+    // stream counted into the task as fixed time: stage 1's hooks run now and copy the kept
+    // gradients into the IPG buffer (a tensor larger than the bucket goes straight to the flat
+    // copy); allreduce_bucket flattens the bucket (ref §2.1 item 5); then each rank keeps its
+    // averaged slices in grads_in_partition, or with offload the reduced bucket goes back into
+    // the IPG buffer that the host copies read (ref §5.1).
+    double copied = bytes;
+    if (z.stage == 1 && b.elems <= sizes_.bucket) copied += bytes;
+    copied += offload ? bytes : bytes / cluster_.gpus;
+    t.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * copied);
     TaskId r = place(c, t, -1, b.index, b.closer);
     if (c.bucket_reduced.size() <= static_cast<size_t>(b.index)) {
       c.bucket_reduced.resize(b.index + 1, kNoTaskId);
@@ -391,9 +430,11 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       TaskId ft = place(c, memory_task(TaskKind::kBucketCopy, Resource::kCompute, 2 * p * elems),
                         -1, index, kNoTaskId);
       c.g->effect(ft, false, gpu, Category::kBuckets, p * elems);
-      TaskId at = place(c, collective_task(TaskKind::kAllReduce, Resource::kCompute,
-                                           Collective::kAllReduce, p * elems),
-                        -1, index++, kNoTaskId);
+      Task ar = collective_task(TaskKind::kAllReduce, Resource::kCompute, Collective::kAllReduce,
+                                p * elems);
+      // allreduce_and_copy copies the averaged result back into the gradients (read + write).
+      ar.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * p * elems);
+      TaskId at = place(c, ar, -1, index++, kNoTaskId);
       c.g->effect(at, true, gpu, Category::kBuckets, -p * elems);
       c.last_reduction = at;
     }
@@ -419,9 +460,7 @@ void StepBuilder::build_optimizer(Ctx& c) const {
 
   if (z.stage == 0) {
     // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
-    Task t = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
-                         gpu_adam_bytes(p) * sizes_.psi);
-    TaskId ot = step_task(t);
+    TaskId ot = step_task(gpu_adam_task(sizes_.psi, /*copy_back=*/false));
     if (config_.precision != Precision::kFp32) {
       c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
       c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
@@ -441,9 +480,7 @@ void StepBuilder::build_optimizer(Ctx& c) const {
       c.g->effect(pt, false, gpu, Category::kGrads, p * P);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
       c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
-      Task adam = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
-                              gpu_adam_bytes(p) * P);
-      last = step_task(adam);
+      last = step_task(gpu_adam_task(P, /*copy_back=*/true));
       c.g->effect(last, true, gpu, Category::kGrads32, -4 * P);
       c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
     } else {
@@ -480,8 +517,7 @@ void StepBuilder::build_optimizer(Ctx& c) const {
           memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
-      TaskId at = step_task(
-          memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, gpu_adam_bytes(p) * S), g);
+      TaskId at = step_task(gpu_adam_task(S, /*copy_back=*/true), g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
       c.g->effect(at, true, gpu, Category::kGrads32, -4 * S);
       last = at;

@@ -84,6 +84,9 @@ class StepBuilder {
                        double bytes) const;
   Task copy_task(TaskKind kind, Resource resource, double bytes) const;
   Task memory_task(TaskKind kind, Resource resource, double bytes) const;
+  // The fused Adam of the optimizer step on the device over `elems` parameters, with or without
+  // writing the updated parameters back to the model's copy.
+  Task gpu_adam_task(double elems, bool copy_back) const;
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;

@@ -171,10 +171,14 @@ void StepBuilder::build_stage3(Ctx& c) const {
                          pc.fetch_module, before);
           c.g->effect(before, false, gpu, Category::kGatheredParams, part_bytes);
         }
-        gather = place(c,
-                       collective_task(TaskKind::kAllGather, ag_stream,
-                                       hardware::Collective::kAllGather, p * use.fetch),
-                       pc.layer, pc.fetch_module, before);
+        Task ag = collective_task(TaskKind::kAllGather, ag_stream,
+                                  hardware::Collective::kAllGather, p * use.fetch);
+        // Two copies on the gather stream, each a read and a write: this rank's partition into
+        // the flat buffer before the gather and the per-parameter torch.cat out of it after
+        // (ref §2.2 item 8). Memory-bound kernels, counted into the task as fixed time.
+        ag.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu,
+                                                      2 * (part_bytes + p * use.fetch));
+        gather = place(c, ag, pc.layer, pc.fetch_module, before);
         // The flat gather output plus the per-parameter torch.cat copy; the flat one is dropped
         // when the gather completes (ref §2.2 item 8).
         c.g->effect(gather, false, gpu, Category::kGatheredParams, 2 * p * use.fetch);
