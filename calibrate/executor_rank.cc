@@ -476,7 +476,7 @@ void ExecutorRank::run(TaskId id, const sim::Task& t) {
         std::fprintf(stderr, "zplan: rank %d: failing on purpose (--fail-rank %d)\n", rank_,
                      rank_);
         std::fflush(stderr);
-        _exit(3);
+        _exit(70);  // a rank that died: the internal-error code, not "does not fit"
       }
       backward(id, t);
       break;
