@@ -197,13 +197,16 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
 }
 
 int run_plan(const PlanCliOptions& o) {
-  check_output_path(o.out, o.search.force);
-  check_output_path(o.search.report, o.search.force);
   if (o.out.empty()) throw InputError("--out", "must not be empty");
   if (!(o.offload_margin >= 0)) {
     throw InputError("--offload-margin", "must be a fraction >= 0");
   }
+  // The inputs first (a wrong flag is the error to report; resolving the space is cheap), then
+  // the outputs, before searching.
   ResolvedSearch rs = resolve_search(o.search);
+  planner::resolve_search_space(rs.problem, rs.knobs, rs.batch);
+  check_output_path(o.out, o.search.force);
+  check_output_path(o.search.report, o.search.force);
   const planner::Problem& p = rs.problem;
   planner::PlanOptions po;
   po.eval.threads = o.search.threads;

@@ -105,6 +105,16 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(base + "--bogus-flag 1"), 2, "bogus-flag");
   }
   expect_one_line_error(run_zplan("--model 1.3b --hw a100"), 2, "--gpus");
+  // A bad input is the error reported even when the output file already exists (as after the
+  // README's first command, which leaves ds_config.json in the checkout).
+  TempDir dir;
+  const std::string existing = dir.file("ds_config.json");
+  write_file_atomically(existing, "{}\n", false);
+  expect_one_line_error(
+      run_zplan("--model 1.3b --gpus 8 --hw a100 --stage 1 --offload-param cpu --out " + existing),
+      1, "--offload-param: cpu cannot be combined with --stage 1");
+  expect_one_line_error(run_zplan("--model 1.3b --gpus 8 --hw a100 --out " + existing), 1,
+                        "exists; pass --force");
 }
 
 TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked", "[planner][cli]") {
