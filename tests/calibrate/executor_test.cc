@@ -189,9 +189,20 @@ void check_memory(const std::vector<MemoryCase>& cases) {
       reports[static_cast<size_t>(rank)] = validate(model, cluster, config, w, device, o);
     });
     REQUIRE_FALSE(reports[0].memory.empty());
+    // The executor's resources are threads: which allocations overlap at the peak depends a
+    // little on their timing (an NVMe swap-in against the release of a gathered module, a
+    // prefetch against a backward), and the simulated schedule is one of those interleavings.
+    // On this tiny model one 256 x 256 weight is 3-10% of the peak, so the check allows 3% or
+    // one such tensor above the prediction, whichever is larger. Below it, more: on a loaded
+    // machine (ctest -j2 on two cores) the all-gather thread starves, compute waits for each
+    // gather after the previous module is released, and the peak drops by up to ~1.2 tensors
+    // (seen: 295 KB); the prediction is then the upper bound a planner needs.
+    // docs/validation.md checks 3% either way at real sizes on a quiet machine.
+    const double one_tensor = 256.0 * 256.0 * 4;
     for (const ValidationRow& row : reports[0].memory) {
       INFO(row.name << ": predicted " << row.predicted << " measured " << row.measured);
-      CHECK(std::fabs(row.error()) <= 0.03);
+      CHECK(row.measured - row.predicted <= std::max(0.03 * row.predicted, one_tensor));
+      CHECK(row.predicted - row.measured <= std::max(0.03 * row.predicted, 2 * one_tensor));
     }
     // Every graph of the step was measured: the micro-steps and the optimizer step.
     CHECK(reports[0].measured.micro_steps.size() == static_cast<size_t>(c.gas) + 1);
