@@ -1,6 +1,7 @@
 // `zplan calibrate`: measure this machine (or cluster, under mpirun) and write a hardware profile
 // fitted to it (docs/calibration.md). Tables go to stdout and progress to stderr, from rank 0
 // only; the profile is written by rank 0, atomically, after everything is measured.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -44,7 +45,27 @@ int list_backends() {
   return kExitOk;
 }
 
+// This process's rank when an MPI launcher started it (Open MPI, PMIx, MPICH), else 0.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  }
+  return 0;
+}
+
+int calibrate_on_this_rank(CalibrateCliOptions o);
+
 int run_calibrate(CalibrateCliOptions o) {
+  try {
+    return calibrate_on_this_rank(std::move(o));
+  } catch (const InputError&) {
+    // Under mpirun every rank checks the same options: one line, from rank 0, is enough.
+    if (launcher_rank() > 0) return kExitBadInput;
+    throw;
+  }
+}
+
+int calibrate_on_this_rank(CalibrateCliOptions o) {
   if (o.list) return list_backends();
   o.run.probe.sweep = parse_sweep(o.sweep);
   if (o.run.probe.threads < 0) throw InputError("--threads", "must be at least 1");
