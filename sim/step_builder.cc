@@ -304,6 +304,9 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
   Bucketer bucketer(sizes_.bucket);
   std::vector<PendingBucket> deferred;
   bool partition_allocated = false;
+  // The task whose end frees the IPG buffer of the last bucket reduced: the reduction itself, or
+  // with offload the copies to the host that read the reduced bucket from it (ref §5.1).
+  TaskId ipg_freed_by = kNoTaskId;
 
   auto reduce_bucket = [&](const PendingBucket& b) {
     const double bytes = p * b.elems;
@@ -344,12 +347,16 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       if (c.boundary) {
         // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
         // (ref §5.1).
-        place(c, copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice), -1, b.index, r);
+        ipg_freed_by =
+            place(c, copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice), -1, b.index, r);
       } else if (gas) {
         // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
         TaskId ht = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * slice), -1, b.index, r);
-        place(c, copy_task(TaskKind::kD2H, Resource::kD2H, p * slice), -1, b.index, ht);
+        ipg_freed_by =
+            place(c, copy_task(TaskKind::kD2H, Resource::kD2H, p * slice), -1, b.index, ht);
       }
+    } else {
+      ipg_freed_by = r;
     }
     c.last_reduction = r;
   };
@@ -387,12 +394,28 @@ void StepBuilder::build_backward_simple(Ctx& c) const {
       // zero_grad); later micro-steps accumulate into the same tensors (the baseline).
       if (c.first) c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
     } else {
-      // Stage 2: autograd's gradient lives until the hook copies it into the bucket.
+      // Stage 2: autograd's gradient lives until the hook copies it into the bucket (below).
       c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
-      c.g->effect(b, true, gpu, Category::kGrads, -p * piece_grads);
     }
     if (!bucketed) continue;
-    for (double e : pc.grads) bucketer.add(e, b, on_full);
+    // A gradient that overflows the bucket waits, allocated, until the full bucket has left the
+    // IPG buffer (the hook runs reduce_ipg_grads() before its copy, ref §2.1 item 4); so do the
+    // piece's later gradients. With overlap_comm the other IPG buffer takes it at once (the wait
+    // for that buffer is the dependency below).
+    double copied = 0, waiting = 0;
+    for (double e : pc.grads) {
+      const TaskId freed_before = ipg_freed_by;
+      bucketer.add(e, b, on_full);
+      if (waiting > 0 || (ipg_freed_by != freed_before && reuse_distance == 1)) {
+        waiting += e;
+      } else {
+        copied += e;
+      }
+    }
+    if (z.stage == 2) {
+      c.g->effect(b, true, gpu, Category::kGrads, -p * copied);
+      if (waiting > 0) c.g->effect(ipg_freed_by, true, gpu, Category::kGrads, -p * waiting);
+    }
     // A bucket that started filling here waits until the reduction that last used its buffer
     // has ended -- unless that reduction was issued by this same piece (a finer graph would
     // order them inside it).
