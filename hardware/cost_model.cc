@@ -92,9 +92,6 @@ constexpr double kPcieChannelGbps = 12.0;
 // the switch at 5 GPUs on H200).
 constexpr int kNvlsMinRanks = 5;
 
-// DeepSpeedCPUAdam moves ~28 bytes per fp32 parameter: reads p, g, m, v (16 B) and writes p, m, v
-// (12 B) (reference §6).
-constexpr double kCpuAdamBytesPerParam = 28;
 
 int arch_index(Arch arch) {
   switch (arch) {
@@ -418,7 +415,7 @@ double cpu_adam_time_s(const NodeSpec& node, double params, int threads, int ran
   // t = N / min(threads * r_thread, DRAM share / 28 B) (reference §6).
   const double compute_rate = std::max(1, threads) * node.cpu_adam_params_per_s_per_core;
   const double memory_rate =
-      share(node.host_memory_bw_bytes_per_s, ranks_per_node) / kCpuAdamBytesPerParam;
+      share(node.host_memory_bw_bytes_per_s, ranks_per_node) / kAdamBytesPerParam;
   return params / std::min(compute_rate, memory_rate);
 }
 

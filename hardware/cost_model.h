@@ -59,6 +59,10 @@ double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);
 double nvme_read_time_s(const NodeSpec& node, double bytes, int ranks_per_node);
 double nvme_write_time_s(const NodeSpec& node, double bytes, int ranks_per_node);
 
+// Bytes an Adam step moves per fp32 parameter: reads p, g, m, v (16 B), writes p, m, v (12 B)
+// (reference §6).
+inline constexpr double kAdamBytesPerParam = 28;
+
 // DeepSpeedCPUAdam-like step over `params` fp32 parameters by one rank that owns `threads` cores:
 // limited by the per-core rate and by the rank's share of host DRAM bandwidth at ~28 bytes per
 // parameter (reference/nccl_hardware.md §6).

@@ -134,7 +134,7 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   Task t;
   t.kind = TaskKind::kOptimizerGpu;
   t.resource = Resource::kCompute;
-  t.bytes = (28.0 + (copy_back ? 2 * p : 0)) * elems;
+  t.bytes = (hardware::kAdamBytesPerParam + (copy_back ? 2 * p : 0)) * elems;
   t.work_s = hardware::cpu_adam_time_s(cluster_.profile.node, elems, 1, ranks_per_node_) +
              (copy_back ? hardware::memory_bound_time_s(gpu, 2 * p * elems) : 0);
   return t;

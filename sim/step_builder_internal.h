@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "hardware/cost_model.h"
 #include "sim/step_builder.h"
 
 namespace zplan::sim {
@@ -13,7 +14,9 @@ inline constexpr TaskId kNoTaskId = std::numeric_limits<TaskId>::max();
 
 // HBM bytes per parameter of a fused Adam step on the GPU: read fp32 param, grad, m, v (16),
 // write param, m, v (12), write the 16-bit copy (p). [est: the kernel is bandwidth bound]
-inline double gpu_adam_bytes(double param_bytes) { return 28 + param_bytes; }
+inline double gpu_adam_bytes(double param_bytes) {
+  return hardware::kAdamBytesPerParam + param_bytes;
+}
 
 // The state of one StepBuilder::build() call.
 struct StepBuilder::Ctx {
