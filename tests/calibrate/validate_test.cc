@@ -43,6 +43,12 @@ bool can_run_ranks() {
     WARN("skipped: mpirun is not on PATH (apt-get install openmpi-bin)");
     return false;
   }
+  // Under the ASan preset, LeakSanitizer in the MPI ranks reports what Open MPI itself leaves at
+  // exit (ompi_op_base_op_select and its unloaded plugins), which fails every MPI run. Leaks of
+  // zplan's own code are checked by the in-process executor tests (thread communicator); here
+  // the ranks do not check. (Only this test process's children see it: LSan read its options at
+  // start-up, and ctest runs every test case in its own process.)
+  setenv("LSAN_OPTIONS", "detect_leaks=0", 1);
   return true;
 }
 
