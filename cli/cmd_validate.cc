@@ -3,11 +3,6 @@
 // per phase and peak memory per tier, with the error in percent. --max-error PCT turns it into a
 // check (exit 4). Run from a normal shell it re-launches itself under mpirun; under mpirun every
 // rank executes and rank 0 prints.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +12,11 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "calibrate/executor.h"
 #include "calibrate/executor_comm.h"
@@ -132,8 +132,7 @@ void print_report(std::ostream& out, const Setup& s, const calibrate::Validation
   out << "zplan validate: " << describe_run(s.model, s.cluster) << '\n'
       << "  " << describe_config(s.config, s.workload) << '\n'
       << "  executed on " << ranks << " rank" << (ranks == 1 ? "" : "s") << ": "
-      << r.measured.device << ", " << r.measured.comm << ", pinned memory "
-      << r.measured.pinned;
+      << r.measured.device << ", " << r.measured.comm << ", pinned memory " << r.measured.pinned;
   if (!r.measured.swap.empty()) out << ", NVMe swap " << r.measured.swap;
   out << '\n';
   out << "  measured steps:";
@@ -183,13 +182,22 @@ int run_validate(ValidateCliOptions o) {
   calibrate::check_executor_supports(s.config, s.cluster);
 
   const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
+  if (s.cluster.profile.gpu.arch != hardware::Arch::kCpu &&
+      std::getenv(kRelaunchedVar) == nullptr) {
+    // Printed once, before a re-launch: the ranks below are CPU ranks whatever the profile says.
+    std::cerr << "zplan: note: --hw " << o.setup.hw << " describes " << s.cluster.profile.gpu.name
+              << ", but the executor runs on CPU ranks: predicted times are for that hardware, "
+                 "measured ones for this CPU (memory compares either way); calibrate this machine "
+                 "with zplan calibrate --backend host,mpi --out cpu.json\n";
+  }
   if (!under_mpi && o.ranks > 1) {
     if (std::getenv(kRelaunchedVar) != nullptr) {
       throw InputError("zplan validate", "was re-launched under mpirun but sees no MPI launcher");
     }
     if (!calibrate::executor_has_mpi()) {
-      throw InputError("--ranks", "this zplan was built without MPI (configure with "
-                                  "-DZPLAN_WITH_MPI=ON); only --ranks 1 runs");
+      throw InputError("--ranks",
+                       "this zplan was built without MPI (configure with "
+                       "-DZPLAN_WITH_MPI=ON); only --ranks 1 runs");
     }
     return relaunch_under_mpirun(o.ranks);
   }
@@ -229,8 +237,7 @@ int run_validate(ValidateCliOptions o) {
   }
   calibrate::ValidationReport report =
       calibrate::validate(s.model, s.cluster, s.config, s.workload, *device, vo);
-  const bool failed =
-      o.max_error_pct && 100 * report.max_checked_error() > *o.max_error_pct;
+  const bool failed = o.max_error_pct && 100 * report.max_checked_error() > *o.max_error_pct;
   if (rank == 0) {
     if (trace) write_file_atomically(o.trace, trace->json(), o.force);
     if (o.json) {
