@@ -1,14 +1,14 @@
 // ExecutorRank: the state and the task actions. "ref §x" = reference/deepspeed_internals.md.
 #include "calibrate/executor_rank.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+
+#include <unistd.h>
 
 #include "models/input_error.h"
 #include "sim/memory_model.h"
@@ -75,7 +75,8 @@ struct ExecutorRank::Ipg {
   bool allocated() const { return !bufs.empty(); }
   void allocate() {
     std::lock_guard<std::mutex> lock(mu);
-    for (int i = 0; i < count; ++i) bufs.emplace_back(mem, Tier::kGpu, Category::kBuckets, capacity);
+    for (int i = 0; i < count; ++i)
+      bufs.emplace_back(mem, Tier::kGpu, Category::kBuckets, capacity);
     owner.assign(static_cast<size_t>(count), -1);
     pending.clear();
     pending.resize(static_cast<size_t>(count));
@@ -202,10 +203,10 @@ void ExecutorRank::init_state() {
   full_grads_.resize(params.size());
   fresh_grads_.resize(params.size());
   persistent_full_.resize(params.size());
-  bucket_tmp_.resize(stage_ == 0 ? static_cast<size_t>(std::ceil(
-                                       static_cast<double>(layout_.psi()) /
-                                       sim::kStage0AllreduceElems))
-                                 : layout_.buckets().size());
+  bucket_tmp_.resize(stage_ == 0
+                         ? static_cast<size_t>(std::ceil(static_cast<double>(layout_.psi()) /
+                                                         sim::kStage0AllreduceElems))
+                         : layout_.buckets().size());
   bucket_dev_.resize(layout_.buckets().size());
   bucket_stage_.resize(layout_.buckets().size());
   act_.resize(model_.layers().size());
@@ -243,12 +244,13 @@ void ExecutorRank::init_state() {
     double scale = 1.0 / std::sqrt(fan_in);
     if (!mlp_ || s.numel != model_.shape().hidden * model_.shape().hidden) scale *= 0.5;
     (void)layer;
-    return static_cast<float>(scale * uniform(options_.seed, static_cast<uint64_t>(id) + 1,
-                                              static_cast<uint64_t>(i)));
+    return static_cast<float>(
+        scale * uniform(options_.seed, static_cast<uint64_t>(id) + 1, static_cast<uint64_t>(i)));
   };
 
   if (stage_ <= 2) {
-    params_ = Buffer(&mem_, Tier::kGpu, Category::kParams16, static_cast<size_t>(layout_.flat_size()));
+    params_ =
+        Buffer(&mem_, Tier::kGpu, Category::kParams16, static_cast<size_t>(layout_.flat_size()));
     dev_.zero(params_.data(), params_.size());
     for (size_t id = 0; id < params.size(); ++id) {
       float* p = params_.data() + params[id].flat_offset;
@@ -274,8 +276,8 @@ void ExecutorRank::init_state() {
       master_ = Buffer(&mem_, pinned, Category::kMaster32, static_cast<size_t>(P));
       host_grads32_ = Buffer(&mem_, pinned, Category::kGrads32, static_cast<size_t>(P));
       host_params16_ = Buffer(&mem_, pinned, Category::kParams16, static_cast<size_t>(P));
-      host_temp_grad_ = Buffer(&mem_, pinned, Category::kBuckets,
-                               static_cast<size_t>(layout_.largest_param()));
+      host_temp_grad_ =
+          Buffer(&mem_, pinned, Category::kBuckets, static_cast<size_t>(layout_.largest_param()));
       if (gas_ > 1) host_accum_ = Buffer(&mem_, pinned, Category::kGrads, static_cast<size_t>(P));
       exp_avg_ = Buffer(&mem_, Tier::kHost, Category::kOptimizerStates, static_cast<size_t>(P));
       exp_avg_sq_ = Buffer(&mem_, Tier::kHost, Category::kOptimizerStates, static_cast<size_t>(P));
@@ -309,9 +311,10 @@ void ExecutorRank::init_state() {
       }
     }
     const auto& groups = layout_.sub_groups();
-    const int first_cpu = offload() ? static_cast<int>((1 - z.offload_optimizer.ratio) *
-                                                       static_cast<double>(groups.size()))
-                                    : static_cast<int>(groups.size());
+    const int first_cpu =
+        offload()
+            ? static_cast<int>((1 - z.offload_optimizer.ratio) * static_cast<double>(groups.size()))
+            : static_cast<int>(groups.size());
     const bool nvme = z.offload_optimizer.device == OffloadDevice::kNvme;
     master_g_.resize(groups.size());
     exp_avg_g_.resize(groups.size());
@@ -319,9 +322,9 @@ void ExecutorRank::init_state() {
     host_grads32_g_.resize(groups.size());
     if (nvme) {
       std::string dir = options_.swap_dir;
-      swap_ = std::make_unique<SwapFile>(dir, rank_, &mem_,
-                                         static_cast<size_t>(config_.aio.block_size),
-                                         static_cast<int>(config_.aio.queue_depth));
+      swap_ =
+          std::make_unique<SwapFile>(dir, rank_, &mem_, static_cast<size_t>(config_.aio.block_size),
+                                     static_cast<int>(config_.aio.queue_depth));
       swap_state_offset_.resize(groups.size());
       swap_state_bytes_.resize(groups.size());
     }
@@ -373,8 +376,8 @@ void ExecutorRank::init_state() {
       dev_.zero(exp_avg_g_[g].data(), S);
       dev_.zero(exp_avg_sq_g_[g].data(), S);
       if (static_cast<int>(g) >= first_cpu) {
-        host_grads32_g_[g] = Buffer(&mem_, pin_tier(z.offload_optimizer.pin_memory),
-                                    Category::kGrads32, S);
+        host_grads32_g_[g] =
+            Buffer(&mem_, pin_tier(z.offload_optimizer.pin_memory), Category::kGrads32, S);
       }
     }
     if (nvme) {
@@ -473,8 +476,7 @@ void ExecutorRank::run(TaskId id, const sim::Task& t) {
       break;
     case TaskKind::kBackward:
       if (fail_now_) {
-        std::fprintf(stderr, "zplan: rank %d: failing on purpose (--fail-rank %d)\n", rank_,
-                     rank_);
+        std::fprintf(stderr, "zplan: rank %d: failing on purpose (--fail-rank %d)\n", rank_, rank_);
         std::fflush(stderr);
         _exit(70);  // a rank that died: the internal-error code, not "does not fit"
       }
@@ -657,14 +659,16 @@ void ExecutorRank::forward_generic(TaskId id, int piece) {
   const sim::Piece& pc = builder_.pieces()[static_cast<size_t>(piece)];
   const models::Layer& layer = model_.layers()[static_cast<size_t>(pc.layer)];
   const size_t l = static_cast<size_t>(pc.layer);
-  const bool layer_first = piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
+  const bool layer_first =
+      piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
   const int64_t T = tokens_;
   Buffer extra;
   if (layer_first) {
     act_blob_[l] = Buffer(&mem_, Tier::kGpu,
                           acts_.checkpointed[l] ? Category::kCheckpoints : Category::kActivations,
                           static_cast<size_t>(acts_.kept[l] / 4));
-    extra = Buffer(&mem_, Tier::kGpu, Category::kActivations, static_cast<size_t>(acts_.extra[l] / 4));
+    extra =
+        Buffer(&mem_, Tier::kGpu, Category::kActivations, static_cast<size_t>(acts_.extra[l] / 4));
   }
   for (int oi = pc.first_op; oi < pc.end_op; ++oi) {
     const models::ComputeOp& op = layer.ops[static_cast<size_t>(oi)];
@@ -705,10 +709,12 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
   const sim::Piece& pc = builder_.pieces()[static_cast<size_t>(piece)];
   const models::Layer& layer = model_.layers()[static_cast<size_t>(pc.layer)];
   const size_t l = static_cast<size_t>(pc.layer);
-  const bool layer_first = piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
+  const bool layer_first =
+      piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
   const int64_t T = tokens_;
   const bool accumulate = stage_ <= 1 && !first_;
-  Buffer workspace(&mem_, Tier::kGpu, Category::kActivations, static_cast<size_t>(acts_.extra[l] / 4));
+  Buffer workspace(&mem_, Tier::kGpu, Category::kActivations,
+                   static_cast<size_t>(acts_.extra[l] / 4));
   std::vector<int> done;
   for (int oi = pc.end_op; oi-- > pc.first_op;) {
     const models::ComputeOp& op = layer.ops[static_cast<size_t>(oi)];
@@ -720,8 +726,9 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
         if (op.module >= 0) {
           for (int pid : layout_.module_params(pc.layer, op.module)) {
             const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-            bool mine = std::find(layout_.piece_grads(piece).begin(),
-                                  layout_.piece_grads(piece).end(), pid) != layout_.piece_grads(piece).end();
+            bool mine =
+                std::find(layout_.piece_grads(piece).begin(), layout_.piece_grads(piece).end(),
+                          pid) != layout_.piece_grads(piece).end();
             if (s.numel == op.n * op.k) {
               w = param_data(pid, id);
               if (mine) {
@@ -746,10 +753,10 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
         const int64_t batches = config_.micro_batch * op.heads;
         for (int rep = 0; rep < 2; ++rep) {
           for (int64_t bh = 0; bh < batches; ++bh) {
-            dev_.gemm(false, true, s, s, d, 1.0f, scratch_a_.data(), d, scratch_a_.data(), d,
-                      0.0f, scratch_b_.data(), s);
-            dev_.gemm(false, false, s, d, s, 1.0f, scratch_b_.data(), s, scratch_a_.data(), d,
-                      0.0f, scratch_w_.data(), d);
+            dev_.gemm(false, true, s, s, d, 1.0f, scratch_a_.data(), d, scratch_a_.data(), d, 0.0f,
+                      scratch_b_.data(), s);
+            dev_.gemm(false, false, s, d, s, 1.0f, scratch_b_.data(), s, scratch_a_.data(), d, 0.0f,
+                      scratch_w_.data(), d);
           }
         }
         break;
@@ -763,7 +770,8 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
   for (int pid : layout_.piece_grads(piece)) {
     if (std::find(done.begin(), done.end(), pid) != done.end()) continue;
     if (!accumulate) {
-      dev_.zero(grad_slot(pid), static_cast<size_t>(layout_.params()[static_cast<size_t>(pid)].numel));
+      dev_.zero(grad_slot(pid),
+                static_cast<size_t>(layout_.params()[static_cast<size_t>(pid)].numel));
     }
   }
   workspace.reset();
@@ -777,7 +785,8 @@ void ExecutorRank::release_gathered(TaskId id, const sim::Task& t) {
   const auto& eff = graph_->effects();
   for (uint32_t i = t.effects_begin; i < t.effects_begin + t.effects_count; ++i) {
     const sim::MemEffect& e = eff[i];
-    if (e.at_end && e.tier == Tier::kGpu && e.category == Category::kGatheredParams && e.bytes < 0) {
+    if (e.at_end && e.tier == Tier::kGpu && e.category == Category::kGatheredParams &&
+        e.bytes < 0) {
       releases = true;
     }
   }
@@ -794,8 +803,10 @@ void ExecutorRank::bucket_copy(const sim::Task& t) {
   const int b = t.index;
   if (stage_ == 0) {
     // buffered_allreduce_fallback: flatten this piece of the gradients (model order).
-    const int64_t begin = static_cast<int64_t>(b) * static_cast<int64_t>(sim::kStage0AllreduceElems);
-    const int64_t end = std::min(layout_.psi(), begin + static_cast<int64_t>(sim::kStage0AllreduceElems));
+    const int64_t begin =
+        static_cast<int64_t>(b) * static_cast<int64_t>(sim::kStage0AllreduceElems);
+    const int64_t end =
+        std::min(layout_.psi(), begin + static_cast<int64_t>(sim::kStage0AllreduceElems));
     Buffer flat(&mem_, Tier::kGpu, Category::kBuckets, static_cast<size_t>(end - begin));
     for (size_t id = 0; id < layout_.params().size(); ++id) {
       const ParamSlot& s = layout_.params()[id];
@@ -857,7 +868,8 @@ void ExecutorRank::all_reduce(const sim::Task& t) {
     // allreduce_and_copy: all-reduce the flat piece, average, copy back into the gradients.
     Buffer& flat = bucket_tmp_[static_cast<size_t>(b)];
     comm_.all_reduce(channel(t), flat.data(), flat.size());
-    const int64_t begin = static_cast<int64_t>(b) * static_cast<int64_t>(sim::kStage0AllreduceElems);
+    const int64_t begin =
+        static_cast<int64_t>(b) * static_cast<int64_t>(sim::kStage0AllreduceElems);
     const int64_t end = begin + static_cast<int64_t>(flat.size());
     for (size_t id = 0; id < layout_.params().size(); ++id) {
       const ParamSlot& s = layout_.params()[id];
@@ -901,7 +913,8 @@ void ExecutorRank::all_reduce(const sim::Task& t) {
     Buffer& target = reduce_target();
     if (target.empty()) {
       // grads_in_partition, on the first reduction of a backward (item 6); its padding is zero.
-      target = Buffer(&mem_, Tier::kGpu, Category::kGrads, static_cast<size_t>(layout_.partition()));
+      target =
+          Buffer(&mem_, Tier::kGpu, Category::kGrads, static_cast<size_t>(layout_.partition()));
       const int64_t pb = layout_.partition_begin();
       const int64_t valid = std::clamp<int64_t>(layout_.psi() - pb, 0, layout_.partition());
       dev_.zero(target.data() + valid, static_cast<size_t>(layout_.partition() - valid));
@@ -941,8 +954,7 @@ void ExecutorRank::grad_accumulate(const sim::Task& t) {
   partition_new_.reset();
 }
 
-void ExecutorRank::unpack_slices(int bucket, const float* src, float* dst, float scale,
-                                 bool add) {
+void ExecutorRank::unpack_slices(int bucket, const float* src, float* dst, float scale, bool add) {
   const BucketSlots& bk = layout_.buckets()[static_cast<size_t>(bucket)];
   int64_t lo = INT64_MAX;
   for (int id : bk.params) lo = std::min(lo, layout_.params()[static_cast<size_t>(id)].part_offset);

@@ -1,8 +1,6 @@
 // ExecutorRank, continued: the tasks that move data -- host copies, the optimizer step, gathers and
 // NVMe swaps (calibrate/executor_rank.cc has the state, dispatch, compute and gradient reduction).
 // "ref §x" = reference/deepspeed_internals.md.
-#include "calibrate/executor_rank.h"
-
 #include <algorithm>
 #include <cassert>
 #include <climits>
@@ -10,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "calibrate/executor_rank.h"
 #include "models/input_error.h"
 #include "sim/memory_model.h"
 
@@ -75,7 +74,8 @@ void ExecutorRank::h2d(TaskId id, const sim::Task& t) {
       std::lock_guard<std::mutex> lock(swap_mu_);
       if (--swap_sets_.at(t.index).users == 0) {
         SwapSet set = swap_sets_.at(t.index);
-        for (int i = 0; i < 4; ++i) swap_buffer_busy_[static_cast<size_t>(set.first_buffer + i)] = false;
+        for (int i = 0; i < 4; ++i)
+          swap_buffer_busy_[static_cast<size_t>(set.first_buffer + i)] = false;
         swap_sets_.erase(t.index);
         swap_cv_.notify_all();
       }
@@ -95,7 +95,8 @@ void ExecutorRank::h2d(TaskId id, const sim::Task& t) {
     for (int pid : ids) {
       const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
       if (s.persistent) continue;
-      dev_.copy(part.data() + at, params_.data() + s.part_offset, static_cast<size_t>(s.part_numel));
+      dev_.copy(part.data() + at, params_.data() + s.part_offset,
+                static_cast<size_t>(s.part_numel));
       at += s.part_numel;
     }
     std::lock_guard<std::mutex> lock(gathered_mu_);

@@ -22,7 +22,8 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   acts_ = plan_activations(model, config, workload);
   pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);
   layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
-  for (size_t p = pieces_.size(); p-- > 0;) layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
+  for (size_t p = pieces_.size(); p-- > 0;)
+    layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
   for (const models::Layer& layer : model.layers()) {
     module_base_.push_back(module_count_);
     module_count_ += static_cast<int>(layer.modules.size());
@@ -265,8 +266,7 @@ TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
     // §2.2 item 10), a read and a write on the compute stream.
     double grads = 0;
     for (double e : pc.grads) grads += e;
-    t.work_s += hardware::memory_bound_time_s(cluster_.profile.gpu,
-                                              2 * sizes_.param_bytes * grads);
+    t.work_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * sizes_.param_bytes * grads);
   }
   return c.g->add(t);
 }

@@ -88,20 +88,21 @@ void StepBuilder::build_stage3(Ctx& c) const {
                                  static_cast<double>(z.max_live_parameters));
 
   std::vector<TaskId> compute(n_uses, kNoTaskId);
-  std::vector<size_t> gather_use;      // consumer use of each gather, in order
+  std::vector<size_t> gather_use;  // consumer use of each gather, in order
   std::vector<double> gather_elems;
   std::vector<TaskId> available(module_count_, kNoTaskId);  // module -> gather holding it
   Bucketer bucketer(sizes_.bucket);
-  std::vector<TaskId> bucket_copy;     // the interleave copy of each bucket (frees the IPG buffer)
+  std::vector<TaskId> bucket_copy;  // the interleave copy of each bucket (frees the IPG buffer)
 
   auto reduce_bucket = [&](const PendingBucket& b) {
     const double bytes = p * b.elems;
     // reduce_scatter_coalesced: an interleaved copy of the bucket, then one reduce_scatter
     // (ref §2.2 item 10); it frees the single IPG buffer for the next bucket.
-    TaskId ct = place(c, memory_task(TaskKind::kBucketCopy, rs_stream, 2 * bytes), -1, b.index,
-                      b.closer);
+    TaskId ct =
+        place(c, memory_task(TaskKind::kBucketCopy, rs_stream, 2 * bytes), -1, b.index, b.closer);
     c.g->effect(ct, false, gpu, Category::kBuckets, bytes);
-    if (bucket_copy.size() <= static_cast<size_t>(b.index)) bucket_copy.resize(b.index + 1, kNoTaskId);
+    if (bucket_copy.size() <= static_cast<size_t>(b.index))
+      bucket_copy.resize(b.index + 1, kNoTaskId);
     bucket_copy[b.index] = ct;
     Task rs = collective_task(TaskKind::kReduceScatter, rs_stream,
                               hardware::Collective::kReduceScatter, bytes);
@@ -128,8 +129,7 @@ void StepBuilder::build_stage3(Ctx& c) const {
     last = place(c, copy_task(TaskKind::kD2H, Resource::kD2H, down), -1, b.index, last);
     if (c.boundary && z.offload_optimizer.device == OffloadDevice::kNvme) {
       // The fp32 gradients of NVMe-swapped sub-groups are swapped out.
-      place(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 4 * slice), -1, b.index,
-            last);
+      place(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 4 * slice), -1, b.index, last);
     }
   };
 
@@ -171,13 +171,13 @@ void StepBuilder::build_stage3(Ctx& c) const {
                          pc.fetch_module, before);
           c.g->effect(before, false, gpu, Category::kGatheredParams, part_bytes);
         }
-        Task ag = collective_task(TaskKind::kAllGather, ag_stream,
-                                  hardware::Collective::kAllGather, p * use.fetch);
+        Task ag = collective_task(TaskKind::kAllGather, ag_stream, hardware::Collective::kAllGather,
+                                  p * use.fetch);
         // Two copies on the gather stream, each a read and a write: this rank's partition into
         // the flat buffer before the gather and the per-parameter torch.cat out of it after
         // (ref §2.2 item 8). Memory-bound kernels, counted into the task as fixed time.
-        ag.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu,
-                                                      2 * (part_bytes + p * use.fetch));
+        ag.latency_s +=
+            hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * (part_bytes + p * use.fetch));
         gather = place(c, ag, pc.layer, pc.fetch_module, before);
         // The flat gather output plus the per-parameter torch.cat copy; the flat one is dropped
         // when the gather completes (ref §2.2 item 8).

@@ -2,6 +2,8 @@
 // mode trains an MLP to the same weights, its measured memory is the simulated memory, and ranks
 // that stop answering make the others fail instead of hang. Ranks run as threads (the thread
 // communicator); tests/calibrate/validate_test.cc runs the real thing under mpirun.
+#include "calibrate/executor.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/executor.h"
 #include "calibrate/executor_layout.h"
 #include "calibrate/validate.h"
 #include "models/input_error.h"
@@ -125,8 +126,7 @@ TEST_CASE("executor layout agrees with the builder's ZeRO sizes", "[executor]") 
 // differ in the last bits, and Adam's m / sqrt(v) passes those differences on at most at the scale
 // of lr times the relative rounding (~1e-7), so 1e-6 leaves room without hiding a wrong slice (a
 // missing or doubled gradient moves weights by ~1e-3).
-TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights",
-          "[executor]") {
+TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights", "[executor]") {
   const models::Model model = models::load_model("tiny-mlp-s");
   const Run reference = execute(model, mlp_config(0, 1, "none"));
   // The model learns: the loss goes down over the steps.
@@ -141,20 +141,18 @@ TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights"
     int64_t bucket;
   };
   const std::vector<Case> cases = {
-      {0, 2, "none", false, 100000}, {0, 4, "none", false, 100000},
-      {1, 1, "none", false, 100000}, {1, 2, "none", false, 50000},
-      {2, 1, "none", false, 100000}, {2, 4, "none", false, 50000},
-      {3, 1, "none", false, 100000}, {3, 2, "none", false, 100000},
-      {1, 1, "cpu", false, 100000},  {1, 4, "cpu", false, 100000},
-      {2, 1, "cpu", false, 100000},  {2, 2, "cpu", false, 50000},
-      {3, 1, "cpu", false, 100000},  {3, 4, "cpu", false, 100000},
-      {3, 2, "cpu", true, 100000},   {3, 1, "nvme", false, 100000},
-      {3, 2, "nvme", false, 100000},
+      {0, 2, "none", false, 100000}, {0, 4, "none", false, 100000}, {1, 1, "none", false, 100000},
+      {1, 2, "none", false, 50000},  {2, 1, "none", false, 100000}, {2, 4, "none", false, 50000},
+      {3, 1, "none", false, 100000}, {3, 2, "none", false, 100000}, {1, 1, "cpu", false, 100000},
+      {1, 4, "cpu", false, 100000},  {2, 1, "cpu", false, 100000},  {2, 2, "cpu", false, 50000},
+      {3, 1, "cpu", false, 100000},  {3, 4, "cpu", false, 100000},  {3, 2, "cpu", true, 100000},
+      {3, 1, "nvme", false, 100000}, {3, 2, "nvme", false, 100000},
   };
   for (const Case& c : cases) {
     INFO("stage " << c.stage << " gas " << c.gas << " offload " << c.offload
                   << (c.offload_params ? " + params" : "") << " bucket " << c.bucket);
-    const Run run = execute(model, mlp_config(c.stage, c.gas, c.offload, c.offload_params, c.bucket));
+    const Run run =
+        execute(model, mlp_config(c.stage, c.gas, c.offload, c.offload_params, c.bucket));
     const double diff = max_abs_diff(run.weights, reference.weights);
     CHECK(diff <= kTolerance);
     // The same loss, step by step (the same data and weights, within rounding).
