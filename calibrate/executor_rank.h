@@ -99,6 +99,13 @@ class ExecutorRank {
   // Stage 3 helpers.
   void gather_module(sim::TaskId id, const sim::Task& t);
   void gather_persistent(const sim::Task& t);
+  // all_gather_coalesced of the parameters `ids` (`block` = the sum of their part_numel): this
+  // rank's partitions, read from `local` in order (null: from params_), into its block of a flat
+  // buffer of every rank's blocks, then all-gathered on `channel`.
+  Buffer gather_flat(int channel, const std::vector<int>& ids, int64_t block, const float* local);
+  // The torch.cat copy: parameter `pid`'s whole tensor into `out`, from each rank's block of
+  // `flat` at offset `at` (its place among the gathered partitions).
+  void unflatten_param(const Buffer& flat, int64_t block, int64_t at, int pid, float* out);
   void reduce_scatter(const sim::Task& t);
   // Copies bucket b's reduced slices (at the start of its interleaved buffer) into `dst`
   // (partition-indexed), scaled; add = accumulate.

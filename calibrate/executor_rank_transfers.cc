@@ -309,30 +309,13 @@ void ExecutorRank::gather_module(TaskId id, const sim::Task& t) {
     fetched = std::move(fetched_.at(h2d_task));
     fetched_.erase(h2d_task);
   }
-  Buffer flat(&mem_, Tier::kGpu, Category::kGatheredParams,
-              static_cast<size_t>(block) * static_cast<size_t>(dp_));
-  float* mine = flat.data() + static_cast<size_t>(rank_) * static_cast<size_t>(block);
+  Buffer flat = gather_flat(channel(t), ids, block, fetched.empty() ? nullptr : fetched.data());
+  std::vector<Buffer> full;
   int64_t at = 0;
   for (int pid : ids) {
     const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-    const float* src = fetched.empty() ? params_.data() + s.part_offset : fetched.data() + at;
-    dev_.copy(mine + at, src, static_cast<size_t>(s.part_numel));
-    at += s.part_numel;
-  }
-  comm_.all_gather(channel(t), mine, static_cast<size_t>(block), flat.data());
-  std::vector<Buffer> full;
-  at = 0;
-  for (int pid : ids) {
-    const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
     Buffer p(&mem_, Tier::kGpu, Category::kGatheredParams, static_cast<size_t>(s.numel));
-    for (int r = 0; r < dp_; ++r) {
-      const int64_t first = static_cast<int64_t>(r) * s.part_numel;
-      const int64_t len = std::clamp<int64_t>(s.numel - first, 0, s.part_numel);
-      if (len > 0) {
-        dev_.copy(p.data() + first, flat.data() + static_cast<size_t>(r) * block + at,
-                  static_cast<size_t>(len));
-      }
-    }
+    unflatten_param(flat, block, at, pid, p.data());
     at += s.part_numel;
     full.push_back(std::move(p));
   }
@@ -351,29 +334,40 @@ void ExecutorRank::gather_persistent(const sim::Task& t) {
     ids.push_back(static_cast<int>(id));
     block += layout_.params()[id].part_numel;
   }
+  const Buffer flat = gather_flat(channel(t), ids, block, nullptr);
+  int64_t at = 0;
+  for (int pid : ids) {
+    unflatten_param(flat, block, at, pid, persistent_full_[static_cast<size_t>(pid)].data());
+    at += layout_.params()[static_cast<size_t>(pid)].part_numel;
+  }
+}
+
+Buffer ExecutorRank::gather_flat(int channel, const std::vector<int>& ids, int64_t block,
+                                 const float* local) {
   Buffer flat(&mem_, Tier::kGpu, Category::kGatheredParams,
               static_cast<size_t>(block) * static_cast<size_t>(dp_));
   float* mine = flat.data() + static_cast<size_t>(rank_) * static_cast<size_t>(block);
   int64_t at = 0;
   for (int pid : ids) {
     const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-    dev_.copy(mine + at, params_.data() + s.part_offset, static_cast<size_t>(s.part_numel));
+    const float* src = local != nullptr ? local + at : params_.data() + s.part_offset;
+    dev_.copy(mine + at, src, static_cast<size_t>(s.part_numel));
     at += s.part_numel;
   }
-  comm_.all_gather(channel(t), mine, static_cast<size_t>(block), flat.data());
-  at = 0;
-  for (int pid : ids) {
-    const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-    float* p = persistent_full_[static_cast<size_t>(pid)].data();
-    for (int r = 0; r < dp_; ++r) {
-      const int64_t first = static_cast<int64_t>(r) * s.part_numel;
-      const int64_t len = std::clamp<int64_t>(s.numel - first, 0, s.part_numel);
-      if (len > 0) {
-        dev_.copy(p + first, flat.data() + static_cast<size_t>(r) * block + at,
-                  static_cast<size_t>(len));
-      }
+  comm_.all_gather(channel, mine, static_cast<size_t>(block), flat.data());
+  return flat;
+}
+
+void ExecutorRank::unflatten_param(const Buffer& flat, int64_t block, int64_t at, int pid,
+                                   float* out) {
+  const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
+  for (int r = 0; r < dp_; ++r) {
+    const int64_t first = static_cast<int64_t>(r) * s.part_numel;
+    const int64_t len = std::clamp<int64_t>(s.numel - first, 0, s.part_numel);
+    if (len > 0) {
+      dev_.copy(out + first, flat.data() + static_cast<size_t>(r) * block + at,
+                static_cast<size_t>(len));
     }
-    at += s.part_numel;
   }
 }
 
