@@ -251,21 +251,8 @@ int run_plan(const PlanCliOptions& o) {
     write_file_atomically(o.search.report, planner::render_report_html(in), o.search.force);
   }
   if (o.search.json) {
-    nlohmann::json j;
-    j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
-    j["cluster"] = {{"hardware", p.cluster.profile.name},
-                    {"gpu", p.cluster.profile.gpu.name},
-                    {"gpus", p.cluster.gpus},
-                    {"nodes", p.cluster.nodes}};
-    j["workload"] = {{"seq_len", p.workload.seq_len},
-                     {"flash_attention", p.workload.flash_attention},
-                     {"precision", sim::precision_name(p.precision)}};
-    j["batch"] = {{"global_batch", s.space.batch.global_batch},
-                  {"per_gpu", s.space.batch.per_gpu},
-                  {"origin", s.space.batch.origin}};
-    j["search"] = {{"generated", s.stats.generated}, {"pruned", s.stats.pruned},
-                   {"simulated", s.stats.simulated}, {"fitting", s.stats.fitting},
-                   {"headroom", p.headroom},         {"offload_margin", o.offload_margin}};
+    nlohmann::json j = search_json(p, s);
+    j["search"]["offload_margin"] = o.offload_margin;
     if (r.recommended) {
       const size_t i = *r.recommended;
       nlohmann::json rec = eval_json(p, s.candidates[i], s.evals[i]);

@@ -211,23 +211,7 @@ int run_sweep(const SweepCliOptions& o) {
   if (o.csv) {
     print_csv(std::cout, s, rows, on_front);
   } else if (o.search.json) {
-    nlohmann::json j;
-    j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
-    j["cluster"] = {{"hardware", p.cluster.profile.name},
-                    {"gpu", p.cluster.profile.gpu.name},
-                    {"gpus", p.cluster.gpus},
-                    {"nodes", p.cluster.nodes}};
-    j["workload"] = {{"seq_len", p.workload.seq_len},
-                     {"flash_attention", p.workload.flash_attention},
-                     {"precision", sim::precision_name(p.precision)}};
-    j["batch"] = {{"global_batch", s.space.batch.global_batch},
-                  {"per_gpu", s.space.batch.per_gpu},
-                  {"origin", s.space.batch.origin}};
-    j["search"] = {{"generated", s.stats.generated},
-                   {"pruned", s.stats.pruned},
-                   {"simulated", s.stats.simulated},
-                   {"fitting", s.stats.fitting},
-                   {"headroom", p.headroom}};
+    nlohmann::json j = search_json(p, s);
     nlohmann::json arr = nlohmann::json::array();
     size_t rank = 0;
     for (size_t i : rows) arr.push_back(row_json(s, i, on_front[i], ++rank));

@@ -127,4 +127,25 @@ std::string describe_search_stats(const planner::Problem& p, const planner::Sear
       s.stats.generated, s.stats.pruned, s.stats.simulated, s.stats.fitting, 100 * p.headroom);
 }
 
+nlohmann::json search_json(const planner::Problem& p, const planner::SearchResult& s) {
+  nlohmann::json j;
+  j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
+  j["cluster"] = {{"hardware", p.cluster.profile.name},
+                  {"gpu", p.cluster.profile.gpu.name},
+                  {"gpus", p.cluster.gpus},
+                  {"nodes", p.cluster.nodes}};
+  j["workload"] = {{"seq_len", p.workload.seq_len},
+                   {"flash_attention", p.workload.flash_attention},
+                   {"precision", sim::precision_name(p.precision)}};
+  j["batch"] = {{"global_batch", s.space.batch.global_batch},
+                {"per_gpu", s.space.batch.per_gpu},
+                {"origin", s.space.batch.origin}};
+  j["search"] = {{"generated", s.stats.generated},
+                 {"pruned", s.stats.pruned},
+                 {"simulated", s.stats.simulated},
+                 {"fitting", s.stats.fitting},
+                 {"headroom", p.headroom}};
+  return j;
+}
+
 }  // namespace zplan::cli

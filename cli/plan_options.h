@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli/common_options.h"
 #include "planner/plan.h"
@@ -62,6 +63,9 @@ std::string describe_search_batch(const planner::Problem& problem,
 // fit with 5% headroom"
 std::string describe_search_stats(const planner::Problem& problem,
                                   const planner::SearchResult& search);
+// The same in JSON, as plan --json and sweep --json begin: model, cluster, workload, batch and
+// search statistics.
+nlohmann::json search_json(const planner::Problem& problem, const planner::SearchResult& search);
 
 }  // namespace zplan::cli
 
