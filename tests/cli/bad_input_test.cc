@@ -26,16 +26,6 @@ struct TempFile {
   std::string dir, path;
 };
 
-void expect_one_line_error(const RunResult& r, int code, const std::string& mentions) {
-  INFO("stdout: " << r.out);
-  INFO("stderr: " << r.err);
-  CHECK(r.exit_code == code);
-  CHECK(count_lines(r.err) == 1);
-  CHECK(r.err.rfind("zplan: ", 0) == 0);
-  CHECK(r.err.find(mentions) != std::string::npos);
-  CHECK(r.err.find("terminate called") == std::string::npos);
-}
-
 const char* const kSetupCommands[] = {"memory", "simulate"};
 
 TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include <catch2/catch.hpp>
+
 namespace zplan::testing {
 
 struct RunResult {
@@ -48,6 +50,18 @@ inline int count_lines(const std::string& s) {
   for (char c : s) n += c == '\n';
   if (!s.empty() && s.back() != '\n') ++n;
   return n;
+}
+
+// A bad input as users must see it: exit `code`, one line on stderr starting "zplan: " and
+// naming `mentions`, and no C++ runtime abort.
+inline void expect_one_line_error(const RunResult& r, int code, const std::string& mentions) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == code);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("zplan: ", 0) == 0);
+  CHECK(r.err.find(mentions) != std::string::npos);
+  CHECK(r.err.find("terminate called") == std::string::npos);
 }
 
 }  // namespace zplan::testing

@@ -25,15 +25,6 @@ struct TempDir {
   std::string path;
 };
 
-void expect_one_line_error(const RunResult& r, int code, const std::string& mentions) {
-  INFO("stdout: " << r.out);
-  INFO("stderr: " << r.err);
-  CHECK(r.exit_code == code);
-  CHECK(count_lines(r.err) == 1);
-  CHECK(r.err.rfind("zplan: ", 0) == 0);
-  CHECK(r.err.find(mentions) != std::string::npos);
-}
-
 // Small searches: fast, and enough to exercise the commands end to end.
 const std::string kSmall = "--model 1.3b --gpus 8 --hw a100-40g --micro-batch 1,4 ";
 
