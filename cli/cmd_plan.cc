@@ -102,14 +102,7 @@ nlohmann::json eval_json(const planner::Problem& p, const planner::Candidate& c,
   j["description"] = planner::short_description(c);
   j["knobs"] = knobs_json(c);
   j["verdict"] = planner::verdict_name(e.verdict);
-  if (e.simulated) {
-    j["step_time_s"] = e.step_time_s;
-    j["samples_per_s"] = e.samples_per_s;
-    j["tokens_per_s"] = e.tokens_per_s;
-    j["tflops_per_gpu"] = e.tflops_per_gpu;
-    j["mfu"] = e.mfu;
-    j["binds"] = planner::what_binds(e);
-  }
+  add_performance_json(e, &j);
   nlohmann::json mem;
   mem["gpu"] = {{"peak_bytes", std::llround(e.peak_bytes[kGpu])},
                 {"capacity_bytes", std::llround(p.cluster.profile.gpu.memory_bytes)},

@@ -156,14 +156,7 @@ nlohmann::json row_json(const planner::SearchResult& s, size_t i, bool on_front,
   j["knobs"] = k;
   j["verdict"] = planner::verdict_name(e.verdict);
   j["pareto"] = on_front;
-  if (e.simulated) {
-    j["step_time_s"] = e.step_time_s;
-    j["samples_per_s"] = e.samples_per_s;
-    j["tokens_per_s"] = e.tokens_per_s;
-    j["tflops_per_gpu"] = e.tflops_per_gpu;
-    j["mfu"] = e.mfu;
-    j["binds"] = planner::what_binds(e);
-  }
+  add_performance_json(e, &j);
   j["gpu_peak_bytes"] = std::llround(e.peak_bytes[kGpu]);
   j["host_peak_bytes"] = std::llround(e.host_peak_bytes);
   j["nvme_peak_bytes"] = std::llround(e.peak_bytes[kNvme]);

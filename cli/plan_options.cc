@@ -127,6 +127,16 @@ std::string describe_search_stats(const planner::Problem& p, const planner::Sear
       s.stats.generated, s.stats.pruned, s.stats.simulated, s.stats.fitting, 100 * p.headroom);
 }
 
+void add_performance_json(const planner::Evaluation& e, nlohmann::json* j) {
+  if (!e.simulated) return;
+  (*j)["step_time_s"] = e.step_time_s;
+  (*j)["samples_per_s"] = e.samples_per_s;
+  (*j)["tokens_per_s"] = e.tokens_per_s;
+  (*j)["tflops_per_gpu"] = e.tflops_per_gpu;
+  (*j)["mfu"] = e.mfu;
+  (*j)["binds"] = planner::what_binds(e);
+}
+
 nlohmann::json search_json(const planner::Problem& p, const planner::SearchResult& s) {
   nlohmann::json j;
   j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};

@@ -66,6 +66,9 @@ std::string describe_search_stats(const planner::Problem& problem,
 // The same in JSON, as plan --json and sweep --json begin: model, cluster, workload, batch and
 // search statistics.
 nlohmann::json search_json(const planner::Problem& problem, const planner::SearchResult& search);
+// A simulated candidate's step time, rates, MFU and what binds it, added to `j` (nothing for a
+// candidate that was only pruned).
+void add_performance_json(const planner::Evaluation& e, nlohmann::json* j);
 
 }  // namespace zplan::cli
 
