@@ -73,11 +73,7 @@ class ThreadComm : public ExecutorComm {
     Rendezvous& r = at(channel);
     r.post(rank_, data);
     r.wait_all("all_reduce");
-    std::vector<float> sum(count, 0.0f);
-    for (int k = 0; k < ranks_; ++k) {
-      const float* x = static_cast<const float*>(r.posted(k));
-      for (size_t i = 0; i < count; ++i) sum[i] += x[i];
-    }
+    std::vector<float> sum = sum_posted(r, 0, count);
     r.wait_all("all_reduce");
     std::memcpy(data, sum.data(), count * sizeof(float));
   }
@@ -98,11 +94,7 @@ class ThreadComm : public ExecutorComm {
     Rendezvous& r = at(channel);
     r.post(rank_, data);
     r.wait_all("reduce_scatter");
-    std::vector<float> sum(count, 0.0f);
-    for (int k = 0; k < ranks_; ++k) {
-      const float* x = static_cast<const float*>(r.posted(k)) + static_cast<size_t>(rank_) * count;
-      for (size_t i = 0; i < count; ++i) sum[i] += x[i];
-    }
+    std::vector<float> sum = sum_posted(r, static_cast<size_t>(rank_) * count, count);
     r.wait_all("reduce_scatter");
     std::memcpy(data, sum.data(), count * sizeof(float));
   }
@@ -131,6 +123,16 @@ class ThreadComm : public ExecutorComm {
 
  private:
   Rendezvous& at(int channel) { return *shared_->channels.at(static_cast<size_t>(channel)); }
+
+  // The sum over ranks, in rank order, of `count` floats at `offset` of what each rank posted.
+  std::vector<float> sum_posted(Rendezvous& r, size_t offset, size_t count) const {
+    std::vector<float> sum(count, 0.0f);
+    for (int k = 0; k < ranks_; ++k) {
+      const float* x = static_cast<const float*>(r.posted(k)) + offset;
+      for (size_t i = 0; i < count; ++i) sum[i] += x[i];
+    }
+    return sum;
+  }
 
   void combine(int channel, std::vector<double>* values, bool take_max) {
     Rendezvous& r = at(channel);
