@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     sim::DsConfig config = sim::parse_ds_config(nlohmann::json::parse(text), c.name, ctx);
     sim::Workload workload{2048, true};
     sim::SimWorkspace ws;
+    ws.reuse_outcomes = false;  // the same config each time: every run goes through the engine
     sim::SimulateOptions so;
     so.workspace = &ws;
     sim::StepResult r = sim::simulate_step(model, cluster, config, workload, so);  // warm-up

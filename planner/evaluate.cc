@@ -115,11 +115,13 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::atomic<bool> failed{false};
+  std::atomic<size_t> graphs_run{0}, graphs_reused{0};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto work = [&](bool reports) {
     auto last = std::chrono::steady_clock::now();
     sim::SimWorkspace workspace;  // the simulator's buffers, reused for every config
+    workspace.reuse_outcomes = options.reuse_outcomes;
     try {
       while (!failed.load(std::memory_order_relaxed)) {
         const size_t begin = next.fetch_add(kChunk, std::memory_order_relaxed);
@@ -143,6 +145,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
       if (!error) error = std::current_exception();
       failed = true;
     }
+    graphs_run += workspace.simulated;
+    graphs_reused += workspace.reused;
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, false);
@@ -160,6 +164,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
       s.fitting += e.fits();
     }
     s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.graphs_run = graphs_run;
+    s.graphs_reused = graphs_reused;
     *stats = s;
   }
   return evals;

@@ -58,6 +58,9 @@ struct Evaluation {
 struct EvalOptions {
   int threads = 0;    // 0: std::thread::hardware_concurrency()
   bool prune = true;  // skip the simulation of configs the analytic bound rules out
+  // Reuse the outcome of a graph identical to one simulated before (sim::SimWorkspace); false
+  // runs the engine on every graph (benchmarks). Results are the same either way.
+  bool reuse_outcomes = true;
   // Called from the calling thread about every 100 ms, and once at the end, with the number of
   // candidates done; never from a worker thread.
   std::function<void(size_t done, size_t total)> progress;
@@ -69,6 +72,10 @@ struct SearchStats {
   size_t simulated = 0;  // event-simulated
   size_t fitting = 0;    // simulated and fit with headroom
   double wall_s = 0;     // not printed in deterministic outputs (benchmarks only)
+  // Graphs (micro-steps and optimizer steps) run through the engine, and answered from an
+  // identical one instead; they depend on how threads shared the work (benchmarks only).
+  size_t graphs_run = 0;
+  size_t graphs_reused = 0;
 };
 
 // One candidate, on the calling thread. `workspace` (optional) keeps the simulator's buffers

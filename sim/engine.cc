@@ -8,6 +8,7 @@
 namespace zplan::sim {
 
 void Simulator::run(const StepGraph& graph, const EngineOptions& options, EngineResult* result) {
+  assert(graph.finalized());
   graph_ = &graph;
   result_ = result;
   record_memory_ = options.record_memory;

@@ -55,6 +55,42 @@ double exposed_time(const StepGraph& g, const EngineResult& er, Resource r) {
   return exposed;
 }
 
+// What simulate_step keeps of one run of the engine on `g`.
+GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
+  GraphOutcome o;
+  o.duration_s = to_seconds(er.end);
+  o.tasks = g.tasks().size();
+  o.events = er.events;
+  const auto& tasks = g.tasks();
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const Task& t = tasks[k];
+    o.resources[static_cast<int>(t.resource)].busy_s +=
+        to_seconds(er.timing[k].end - er.timing[k].start);
+    o.wire_bytes += t.wire_bytes;
+    o.wire_bytes_by_kind[static_cast<int>(t.kind)] += t.wire_bytes;
+  }
+  for (int r = 1; r < kNumResources; ++r) {
+    o.resources[r].exposed_s = exposed_time(g, er, static_cast<Resource>(r));
+  }
+  // The critical path: from the task that ended last, back through what released each task.
+  TaskId cur = kNoTask;
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    if (cur == kNoTask || er.timing[k].end > er.timing[cur].end) cur = static_cast<TaskId>(k);
+  }
+  while (cur != kNoTask) {
+    o.critical_path_s[static_cast<int>(path_part(tasks[cur]))] +=
+        to_seconds(er.timing[cur].end - er.timing[cur].start);
+    cur = er.timing[cur].released_by;
+  }
+  o.peak = er.peak;
+  o.at_peak = er.at_peak;
+  o.final_memory = er.final_memory;
+  return o;
+}
+
+// Outcomes a workspace remembers before it starts over (about 1 KB each).
+constexpr size_t kMaxOutcomes = 8192;
+
 }  // namespace
 
 const char* path_part_name(PathPart part) {
@@ -104,21 +140,46 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   EngineOptions eo;
   eo.shuffle_seed = options.shuffle_seed;
   eo.record_memory = observed;
+  // Observers and shuffled runs need the engine's own run; a one-off call has nothing to reuse.
+  const bool reuse =
+      ws.reuse_outcomes && options.workspace != nullptr && !observed && options.shuffle_seed == 0;
   double offset_s = 0;
   bool first = true;
   std::array<MemoryBreakdown, kNumTiers> boundary_memory{};
+  GraphOutcome fresh;
   // The micro-steps (the boundary one last), then the optimizer step from where it left memory.
   for (size_t i = 0; i <= steps.size(); ++i) {
     const bool optimizer = i == steps.size();
     const int repeat = optimizer ? 1 : steps[i].second;
     if (optimizer) {
-      builder.build_optimizer_step(boundary_memory, &graph);
+      builder.build_optimizer_step(boundary_memory, &graph, /*finalize=*/!reuse);
     } else {
-      builder.build(steps[i].first, &graph);
+      builder.build(steps[i].first, &graph, /*finalize=*/!reuse);
     }
-    simulator.run(graph, eo, &er);
-    if (!optimizer && steps[i].first == gas - 1) boundary_memory = er.final_memory;
-    const double dur = to_seconds(er.end);
+    const GraphOutcome* out = nullptr;
+    GraphFingerprint key;
+    if (reuse) {
+      key = graph.fingerprint();
+      auto it = ws.outcomes.find(key);
+      if (it != ws.outcomes.end()) {
+        out = &it->second;
+        ++ws.reused;
+      } else {
+        graph.finalize();
+      }
+    }
+    if (out == nullptr) {
+      simulator.run(graph, eo, &er);
+      ++ws.simulated;
+      fresh = summarize(graph, er);
+      out = &fresh;
+      if (reuse) {
+        if (ws.outcomes.size() >= kMaxOutcomes) ws.outcomes.clear();
+        ws.outcomes.emplace(key, fresh);
+      }
+    }
+    if (!optimizer && steps[i].first == gas - 1) boundary_memory = out->final_memory;
+    const double dur = out->duration_s;
     if (optimizer) {
       res.optimizer_step_s = dur;
     } else {
@@ -126,34 +187,24 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
       res.micro_step_repeats.push_back(repeat);
     }
     res.step_time_s += dur * repeat;
-    res.tasks += graph.tasks().size();
-    res.events += er.events;
-    const auto& tasks = graph.tasks();
-    for (size_t k = 0; k < tasks.size(); ++k) {
-      const Task& t = tasks[k];
-      double busy = to_seconds(er.timing[k].end - er.timing[k].start);
-      res.resources[static_cast<int>(t.resource)].busy_s += busy * repeat;
-      res.wire_bytes += t.wire_bytes * repeat;
-      res.wire_bytes_by_kind[static_cast<int>(t.kind)] += t.wire_bytes * repeat;
+    res.tasks += out->tasks;
+    res.events += out->events;
+    for (int r = 0; r < kNumResources; ++r) {
+      res.resources[r].busy_s += out->resources[r].busy_s * repeat;
+      res.resources[r].exposed_s += out->resources[r].exposed_s * repeat;
     }
-    for (int r = 1; r < kNumResources; ++r) {
-      res.resources[r].exposed_s += exposed_time(graph, er, static_cast<Resource>(r)) * repeat;
+    res.wire_bytes += out->wire_bytes * repeat;
+    for (int k = 0; k < kNumTaskKinds; ++k) {
+      res.wire_bytes_by_kind[k] += out->wire_bytes_by_kind[k] * repeat;
     }
-    // The critical path: from the task that ended last, back through what released each task.
-    TaskId cur = kNoTask;
-    for (size_t k = 0; k < tasks.size(); ++k) {
-      if (cur == kNoTask || er.timing[k].end > er.timing[cur].end) cur = static_cast<TaskId>(k);
-    }
-    while (cur != kNoTask) {
-      double d = to_seconds(er.timing[cur].end - er.timing[cur].start);
-      res.critical_path_s[static_cast<int>(path_part(tasks[cur]))] += d * repeat;
-      cur = er.timing[cur].released_by;
+    for (int p = 0; p < kNumPathParts; ++p) {
+      res.critical_path_s[p] += out->critical_path_s[p] * repeat;
     }
     for (int t = 0; t < kNumTiers; ++t) {
       double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
-      if (first || er.peak[t] * scale > res.peak_bytes[t]) {
-        res.peak_bytes[t] = er.peak[t] * scale;
-        res.at_peak[t] = er.at_peak[t].scaled(scale);
+      if (first || out->peak[t] * scale > res.peak_bytes[t]) {
+        res.peak_bytes[t] = out->peak[t] * scale;
+        res.at_peak[t] = out->at_peak[t].scaled(scale);
       }
       if (first) res.steady[t] = builder.persistent()[t].scaled(scale);
     }

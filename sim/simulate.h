@@ -13,6 +13,7 @@
 #include <array>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware/profile.h"
@@ -31,25 +32,6 @@ class TraceWriter;
 using MicroStepObserver =
     std::function<void(const StepGraph& graph, const EngineResult& result, double offset_s)>;
 
-// Buffers simulate_step reuses between calls instead of allocating them each time; keep one per
-// thread when simulating many configurations (the planner does).
-struct SimWorkspace {
-  Simulator simulator;
-  StepGraph graph;
-  EngineResult result;
-};
-
-struct SimulateOptions {
-  bool every_micro_step = false;
-  uint64_t shuffle_seed = 0;     // tests: shuffle equal-time events
-  TraceWriter* trace = nullptr;  // if set, receives every task and memory sample (implies
-                                 // every_micro_step)
-  MicroStepObserver observer;    // if set: like trace (implies every_micro_step and memory
-                                 // samples)
-  SimWorkspace* workspace = nullptr;  // optional reusable buffers
-  bool analytic_memory = true;  // also fill StepResult::analytic (the planner has it already)
-};
-
 struct ResourceUse {
   double busy_s = 0;     // time it ran tasks
   double exposed_s = 0;  // time it ran while the compute stream was idle (not overlapped)
@@ -60,11 +42,58 @@ enum class PathPart { kCompute, kAllGather, kReduce, kHostCopy, kCpuOptimizer, k
 inline constexpr int kNumPathParts = 6;
 const char* path_part_name(PathPart part);  // "compute", "all-gather", "reduction", ...
 
+// What simulate_step keeps of one simulated graph (a micro-step or the optimizer step).
+struct GraphOutcome {
+  double duration_s = 0;
+  std::array<ResourceUse, kNumResources> resources{};
+  std::array<double, kNumPathParts> critical_path_s{};
+  double wire_bytes = 0;
+  std::array<double, kNumTaskKinds> wire_bytes_by_kind{};
+  std::array<double, kNumTiers> peak{};  // per rank
+  std::array<MemoryBreakdown, kNumTiers> at_peak{};
+  std::array<MemoryBreakdown, kNumTiers> final_memory{};
+  size_t tasks = 0;
+  uint64_t events = 0;
+};
+
+struct GraphFingerprintHash {
+  size_t operator()(const GraphFingerprint& f) const { return static_cast<size_t>(f.lo); }
+};
+
+// Buffers simulate_step reuses between calls instead of allocating them each time; keep one per
+// thread when simulating many configurations (the planner does).
+//
+// It also remembers the outcome of every graph it simulated, by fingerprint: configurations that
+// differ only in knobs that leave a micro-step unchanged (a prefetch bucket smaller than every
+// module, say) build identical graphs, and the second one reuses the first one's outcome instead
+// of running the engine again. The outcome is a function of the graph alone, so results are
+// identical with or without it, and whatever order threads meet the graphs in.
+struct SimWorkspace {
+  Simulator simulator;
+  StepGraph graph;
+  EngineResult result;
+  bool reuse_outcomes = true;  // false: run the engine on every graph (benchmarks)
+  std::unordered_map<GraphFingerprint, GraphOutcome, GraphFingerprintHash> outcomes;
+  size_t reused = 0;     // graphs answered from `outcomes`
+  size_t simulated = 0;  // graphs run through the engine
+};
+
+struct SimulateOptions {
+  bool every_micro_step = false;
+  uint64_t shuffle_seed = 0;          // tests: shuffle equal-time events
+  TraceWriter* trace = nullptr;       // if set, receives every task and memory sample (implies
+                                      // every_micro_step)
+  MicroStepObserver observer;         // if set: like trace (implies every_micro_step and memory
+                                      // samples)
+  SimWorkspace* workspace = nullptr;  // optional reusable buffers
+  bool analytic_memory = true;        // also fill StepResult::analytic (the planner has it already)
+};
+
 struct StepResult {
   double step_time_s = 0;
   std::vector<double> micro_step_s;  // the simulated micro-steps (distinct ones by default)
   std::vector<int> micro_step_repeats;
-  double optimizer_step_s = 0;       // engine.step() after the last micro-step
+  double optimizer_step_s = 0;  // engine.step() after the last micro-step
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double model_flops_per_gpu = 0;     // per optimizer step: 3 x forward, no recompute

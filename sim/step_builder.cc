@@ -141,7 +141,7 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   return t;
 }
 
-void StepBuilder::build(int micro_step, StepGraph* graph) const {
+void StepBuilder::build(int micro_step, StepGraph* graph, bool finalize) const {
   graph->clear();
   graph->reserve(expected_tasks_);
   Ctx c;
@@ -169,11 +169,11 @@ void StepBuilder::build(int micro_step, StepGraph* graph) const {
     build_forward_simple(c);
     build_backward_simple(c);
   }
-  graph->finalize();
+  if (finalize) graph->finalize();
 }
 
 void StepBuilder::build_optimizer_step(const std::array<MemoryBreakdown, kNumTiers>& start_memory,
-                                       StepGraph* graph) const {
+                                       StepGraph* graph, bool finalize) const {
   graph->clear();
   Ctx c;
   c.g = graph;
@@ -182,7 +182,7 @@ void StepBuilder::build_optimizer_step(const std::array<MemoryBreakdown, kNumTie
   graph->baseline = start_memory;
   graph->comm_compute_slowdown = cluster_.profile.gpu.comm_compute_slowdown;
   build_optimizer(c);
-  graph->finalize();
+  if (finalize) graph->finalize();
 }
 
 // --- Activations, shared by every stage -------------------------------------------------------

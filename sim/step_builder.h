@@ -38,16 +38,17 @@ class StepBuilder {
  public:
   // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to all four
   // arguments: they must outlive the builder.
-  StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
-              const DsConfig& config, const Workload& workload);
+  StepBuilder(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
+              const Workload& workload);
 
   // Clears *graph and fills it with the forward and backward of micro-step `micro_step`
-  // (0-based, of gradient_accumulation_steps).
-  void build(int micro_step, StepGraph* graph) const;
+  // (0-based, of gradient_accumulation_steps). With finalize false the caller finalizes it (after
+  // taking its fingerprint, say).
+  void build(int micro_step, StepGraph* graph, bool finalize = true) const;
   // Clears *graph and fills it with the optimizer step, which starts from `start_memory` (what
   // the last micro-step left: model states plus the gradients it reduced).
   void build_optimizer_step(const std::array<MemoryBreakdown, kNumTiers>& start_memory,
-                            StepGraph* graph) const;
+                            StepGraph* graph, bool finalize = true) const;
 
   // Micro-steps whose graphs differ, each with how many micro-steps it stands for (the repeats
   // sum to gradient_accumulation_steps); the last entry is always the boundary micro-step,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 namespace zplan::sim {
 
@@ -14,15 +15,15 @@ const char* resource_name(Resource r) {
 
 const char* task_kind_name(TaskKind k) {
   static const char* const kNames[kNumTaskKinds] = {
-      "forward",   "backward",     "recompute",       "all_gather",   "reduce_scatter",
-      "all_reduce", "reduce",      "bucket_copy",     "grad_accumulate", "h2d",
-      "d2h",       "optimizer_gpu", "optimizer_cpu",  "nvme_read",    "nvme_write"};
+      "forward",    "backward",      "recompute",     "all_gather",      "reduce_scatter",
+      "all_reduce", "reduce",        "bucket_copy",   "grad_accumulate", "h2d",
+      "d2h",        "optimizer_gpu", "optimizer_cpu", "nvme_read",       "nvme_write"};
   return kNames[static_cast<int>(k)];
 }
 
 bool is_collective(TaskKind k) {
-  return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter ||
-         k == TaskKind::kAllReduce || k == TaskKind::kReduce;
+  return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce ||
+         k == TaskKind::kReduce;
 }
 
 TaskId StepGraph::add(const Task& task) {
@@ -44,6 +45,80 @@ void StepGraph::effect(TaskId id, bool at_end, Tier tier, Category category, dou
   effect_owner_.push_back(id);
 }
 
+namespace {
+
+// Four accumulators taking 64-bit words in turn, each a round of xxHash64 (so they run in
+// parallel, not in one chain of multiplies); two differently seeded mixes of them make 128 bits.
+class Hasher {
+ public:
+  void add(uint64_t w) {
+    uint64_t& acc = lane_[n_++ & 3];
+    acc = rotl(acc + w * kPrime2, 31) * kPrime1;
+  }
+  void add(double d) {
+    uint64_t w;
+    std::memcpy(&w, &d, sizeof w);
+    add(w);
+  }
+  GraphFingerprint finish() const {
+    uint64_t lo = rotl(lane_[0], 1) + rotl(lane_[1], 7) + rotl(lane_[2], 12) + rotl(lane_[3], 18);
+    uint64_t hi = lane_[0] ^ rotl(lane_[1], 23) ^ rotl(lane_[2], 41) ^ rotl(lane_[3], 57);
+    return {fmix(lo ^ n_), fmix(hi + kPrime1 * n_)};
+  }
+
+ private:
+  static constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ull;
+  static constexpr uint64_t kPrime2 = 0xC2B2AE3D27D4EB4Full;
+  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  // MurmurHash3's finalizer.
+  static uint64_t fmix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    k *= 0xC4CEB9FE1A85EC53ull;
+    k ^= k >> 33;
+    return k;
+  }
+  uint64_t lane_[4] = {0x60EA27EEADC0B5D6ull, 0xC2B2AE3D27D4EB4Full, 0x0ull, 0x61C8864E7A143579ull};
+  uint64_t n_ = 0;
+};
+
+}  // namespace
+
+GraphFingerprint StepGraph::fingerprint() const {
+  assert(!finalized_);
+  Hasher h;
+  h.add(static_cast<uint64_t>(tasks_.size()));
+  for (const Task& t : tasks_) {
+    h.add(static_cast<uint64_t>(t.kind) | static_cast<uint64_t>(t.resource) << 8 |
+          static_cast<uint64_t>(t.link) << 16 |
+          static_cast<uint64_t>(static_cast<uint16_t>(t.micro_step)) << 32);
+    h.add(static_cast<uint64_t>(static_cast<uint32_t>(t.layer)) |
+          static_cast<uint64_t>(static_cast<uint32_t>(t.index)) << 32);
+    h.add(t.latency_s);
+    h.add(t.work_s);
+    h.add(t.bytes);
+    h.add(t.wire_bytes);
+    h.add(t.flops);
+  }
+  h.add(static_cast<uint64_t>(effects_.size()));
+  for (size_t i = 0; i < effects_.size(); ++i) {
+    const MemEffect& e = effects_[i];
+    h.add(static_cast<uint64_t>(effect_owner_[i]) | static_cast<uint64_t>(e.at_end) << 32 |
+          static_cast<uint64_t>(e.tier) << 40 | static_cast<uint64_t>(e.category) << 48);
+    h.add(e.bytes);
+  }
+  h.add(static_cast<uint64_t>(edges_.size()));
+  for (const auto& [before, after] : edges_) {
+    h.add(static_cast<uint64_t>(before) | static_cast<uint64_t>(after) << 32);
+  }
+  for (const MemoryBreakdown& tier : baseline) {
+    for (double b : tier.bytes) h.add(b);
+  }
+  h.add(comm_compute_slowdown);
+  return h.finish();
+}
+
 void StepGraph::clear() {
   tasks_.clear();
   effects_.clear();
@@ -53,6 +128,7 @@ void StepGraph::clear() {
   for (auto& o : order_) o.clear();
   baseline = {};
   comm_compute_slowdown = 0;
+  finalized_ = false;
 }
 
 void StepGraph::reserve(size_t tasks) {
@@ -107,6 +183,7 @@ void StepGraph::finalize() {
   in_degree_.assign(n, 0);
   for (const auto& e : edges_) ++in_degree_[e.second];
   dag_ = DagGraph(boost::edges_are_sorted, edges_.begin(), edges_.end(), n);
+  finalized_ = true;
 }
 
 }  // namespace zplan::sim

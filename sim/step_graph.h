@@ -53,7 +53,7 @@ enum class TaskKind : uint8_t {
   kReduceScatter,
   kAllReduce,
   kReduce,
-  kBucketCopy,   // flatten / interleave copies into a collective's input buffer
+  kBucketCopy,  // flatten / interleave copies into a collective's input buffer
   kGradAccumulate,
   kH2D,
   kD2H,
@@ -92,12 +92,18 @@ struct Task {
   uint32_t effects_begin = 0;
   uint32_t effects_count = 0;
   // Set by StepGraph::finalize for the interpreters: what kind of work this is for the engine.
-  bool slowed_by_comm = false;   // a compute-stream kernel (comm_compute_slowdown applies)
-  bool slows_compute = false;    // a collective on a communication stream
+  bool slowed_by_comm = false;  // a compute-stream kernel (comm_compute_slowdown applies)
+  bool slows_compute = false;   // a collective on a communication stream
 };
 
 using TaskId = uint32_t;
 using DagGraph = boost::compressed_sparse_row_graph<boost::directedS>;
+
+// 128 bits identifying a graph's content (see StepGraph::fingerprint).
+struct GraphFingerprint {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const GraphFingerprint& o) const { return lo == o.lo && hi == o.hi; }
+};
 
 class StepGraph {
  public:
@@ -111,6 +117,13 @@ class StepGraph {
 
   // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
   void finalize();
+  bool finalized() const { return finalized_; }
+  // A 128-bit hash of everything an interpreter reads: every task, effect and dependency in the
+  // order they were added, the baseline and comm_compute_slowdown. Two graphs built by the same
+  // calls have the same fingerprint, so their simulations are the same; the planner reuses one
+  // for the other (two different graphs collide with probability ~2^-128 per pair).
+  // REQUIRES: !finalized() (finalize() reorders what it hashes).
+  GraphFingerprint fingerprint() const;
   // Empties the graph, keeping its buffers' capacity for the next build.
   void clear();
   // Pre-sizes the buffers for about `tasks` tasks.
@@ -140,6 +153,7 @@ class StepGraph {
   std::vector<uint32_t> in_degree_;
   std::array<std::vector<TaskId>, kNumResources> order_;
   DagGraph dag_;
+  bool finalized_ = false;
 };
 
 }  // namespace zplan::sim

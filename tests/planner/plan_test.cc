@@ -115,6 +115,33 @@ TEST_CASE("search results are identical with 1 and 2 threads", "[planner]") {
   CHECK(a.pareto == b.pareto);
 }
 
+TEST_CASE("search results are identical with and without reusing identical graphs", "[planner]") {
+  // Prefetch and max-live values below every module's size leave stage 3's graphs unchanged.
+  Problem p = problem("6.7b", "a100-40g", 8);
+  KnobRequest k = knobs({{Knob::kStage, "2,3"},
+                         {Knob::kMicroBatch, "1,2"},
+                         {Knob::kPrefetchBucket, "1e5,1e6"},
+                         {Knob::kSubGroupSize, "1e8,1e9"}});
+  EvalOptions reuse, every;
+  reuse.threads = 2;
+  every.threads = 2;
+  every.reuse_outcomes = false;
+  SearchResult a = run_search(p, k, {}, reuse);
+  SearchResult b = run_search(p, k, {}, every);
+  REQUIRE(a.evals.size() == b.evals.size());
+  for (size_t i = 0; i < a.evals.size(); ++i) {
+    CHECK(a.evals[i].step_time_s == b.evals[i].step_time_s);
+    CHECK(a.evals[i].tokens_per_s == b.evals[i].tokens_per_s);
+    CHECK(a.evals[i].peak_bytes == b.evals[i].peak_bytes);
+    CHECK(a.evals[i].critical_path_s == b.evals[i].critical_path_s);
+    CHECK(a.evals[i].verdict == b.evals[i].verdict);
+  }
+  CHECK(a.order == b.order);
+  CHECK(a.stats.graphs_reused > 0);
+  CHECK(b.stats.graphs_reused == 0);
+  CHECK(a.stats.graphs_run + a.stats.graphs_reused == b.stats.graphs_run);
+}
+
 TEST_CASE("the Pareto front: nothing fitting is both faster and smaller", "[planner]") {
   Problem p = problem("6.7b", "a100-40g", 8);
   SearchResult s = run_search(p, knobs({{Knob::kMicroBatch, "1,2,4"}}), {}, {});

@@ -155,6 +155,88 @@ TEST_CASE("simulating only the distinct micro-steps equals simulating all of the
   }
 }
 
+// Every figure simulate_step reports, compared bit for bit.
+void check_same(const StepResult& a, const StepResult& b) {
+  CHECK(a.step_time_s == b.step_time_s);
+  CHECK(a.micro_step_s == b.micro_step_s);
+  CHECK(a.optimizer_step_s == b.optimizer_step_s);
+  for (int r = 0; r < kNumResources; ++r) {
+    CHECK(a.resources[r].busy_s == b.resources[r].busy_s);
+    CHECK(a.resources[r].exposed_s == b.resources[r].exposed_s);
+  }
+  CHECK(a.critical_path_s == b.critical_path_s);
+  CHECK(a.wire_bytes_by_kind == b.wire_bytes_by_kind);
+  CHECK(a.peak_bytes == b.peak_bytes);
+  for (int t = 0; t < kNumTiers; ++t) CHECK(a.at_peak[t].bytes == b.at_peak[t].bytes);
+  CHECK(a.tasks == b.tasks);
+  CHECK(a.events == b.events);
+}
+
+TEST_CASE("a graph's fingerprint follows its content", "[simulate]") {
+  const models::Model model = models::load_model("1.3b");
+  const hardware::Cluster cluster = ideal_cluster(8);
+  Workload w{2048, true};
+  auto fingerprint = [&](const DsConfig& c, int micro_step) {
+    StepBuilder b(model, cluster, c, w);
+    StepGraph g;
+    b.build(micro_step, &g, /*finalize=*/false);
+    CHECK_FALSE(g.finalized());
+    return g.fingerprint();
+  };
+  const DsConfig base = config(zero_json(3, "", 1, 4), 8, 2048);
+  // Built twice: the same. Another micro-step, micro-batch, bucket or prefetch: different.
+  CHECK(fingerprint(base, 1) == fingerprint(base, 1));
+  CHECK_FALSE(fingerprint(base, 1) == fingerprint(base, 3));
+  CHECK_FALSE(fingerprint(base, 1) == fingerprint(config(zero_json(3, "", 2, 4), 8, 2048), 1));
+  CHECK_FALSE(
+      fingerprint(base, 1) ==
+      fingerprint(config(zero_json(3, R"(, "reduce_bucket_size": 1e7)", 1, 4), 8, 2048), 1));
+  CHECK_FALSE(
+      fingerprint(base, 1) ==
+      fingerprint(config(zero_json(3, R"(, "stage3_prefetch_bucket_size": 1e9)", 1, 4), 8, 2048),
+                  1));
+  // sub_group_size is read by the optimizer step only: the micro-steps are the same graphs.
+  CHECK(fingerprint(base, 1) ==
+        fingerprint(config(zero_json(3, R"(, "sub_group_size": 1e7)", 1, 4), 8, 2048), 1));
+}
+
+TEST_CASE("reusing identical graphs changes no figure", "[simulate]") {
+  // Configs in the order a sweep meets them, several of which share micro-step graphs; one
+  // workspace that reuses outcomes and one that runs the engine every time agree bit for bit.
+  const models::Model model = models::load_model("1.3b");
+  const hardware::Cluster cluster = ideal_cluster(8);
+  Workload w{2048, true};
+  const std::vector<std::string> extras = {
+      "",
+      R"(, "sub_group_size": 1e7)",
+      R"(, "stage3_max_live_parameters": 2e9)",
+      R"(, "offload_optimizer": {"device": "cpu"})",
+      R"(, "offload_optimizer": {"device": "cpu"}, "sub_group_size": 1e7)",
+      R"(, "reduce_bucket_size": 1e7)",
+  };
+  SimWorkspace reusing, plain;
+  plain.reuse_outcomes = false;
+  for (int stage : {2, 3}) {
+    for (const std::string& extra : extras) {
+      if (stage == 2 && extra.find("sub_group") != std::string::npos) continue;
+      for (int gas : {1, 4}) {
+        DsConfig c = config(zero_json(stage, extra, 2, gas), 8, 2 * gas * 8);
+        SimulateOptions a, b;
+        a.workspace = &reusing;
+        b.workspace = &plain;
+        INFO("stage " << stage << extra << " gas " << gas);
+        const StepResult every = simulate_step(model, cluster, c, w, b);
+        check_same(simulate_step(model, cluster, c, w, a), every);
+        // A one-off call without a workspace agrees too.
+        check_same(simulate_step(model, cluster, c, w), every);
+      }
+    }
+  }
+  CHECK(reusing.reused > 0);
+  CHECK(plain.reused == 0);
+  CHECK(reusing.simulated + reusing.reused == plain.simulated);
+}
+
 TEST_CASE("the critical path accounts for the whole step", "[simulate]") {
   const models::Model model = models::load_model("20b");
   DsConfig c = config(zero_json(3, "", 1, 2), 8, 6144);
