@@ -1,5 +1,6 @@
 // `zplan simulate`: one optimizer step of one configuration, simulated event by event: step time,
 // throughput, TFLOP/s and MFU, where the time goes, memory per tier, and a Perfetto trace.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -121,27 +122,37 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
                      parts.c_str());
   }
   const auto& prof = s.cluster.profile;
-  const double gpu_peak = r.peak_bytes[0];
+  // The verdict takes the larger of the simulated peak and the analytic bound (zplan memory's
+  // per-phase peaks), as the planner does.
+  const double gpu_peak = std::max(r.peak_bytes[0], r.analytic.tiers[0].peak_bytes);
+  const double host_peak = std::max(r.host_peak_bytes, r.analytic.host_peak_bytes);
+  const double nvme_peak = std::max(r.peak_bytes[3], r.analytic.tiers[3].peak_bytes);
+  if (gpu_peak > r.peak_bytes[0]) {
+    out << strformat("    the analytic bound (zplan memory) is higher: GPU %.1f GiB at %s\n",
+                     gpu_peak / kGiB, sim::phase_name(r.analytic.tiers[0].peak_phase));
+  }
   if (r.fits) {
     out << strformat("  fits: GPU %.1f of %.1f GiB, host %.1f of %.0f GiB per node\n",
-                     gpu_peak / kGiB, prof.gpu.memory_bytes / kGiB, r.host_peak_bytes / kGiB,
+                     gpu_peak / kGiB, prof.gpu.memory_bytes / kGiB, host_peak / kGiB,
                      prof.node.host_memory_bytes / kGiB);
   } else {
     out << "  DOES NOT FIT:";
     if (gpu_peak > prof.gpu.memory_bytes) {
-      sim::Category dom = r.at_peak[0].dominant();
+      const sim::MemoryBreakdown& at =
+          gpu_peak > r.peak_bytes[0] ? r.analytic.tiers[0].at_peak : r.at_peak[0];
+      sim::Category dom = at.dominant();
       out << strformat(" GPU short by %.1f GiB (peak %.1f of %.1f GiB; %s dominate, %.0f%%)",
                        (gpu_peak - prof.gpu.memory_bytes) / kGiB, gpu_peak / kGiB,
                        prof.gpu.memory_bytes / kGiB, sim::category_name(dom),
-                       100 * r.at_peak[0][dom] / gpu_peak);
+                       100 * at[dom] / gpu_peak);
     }
-    if (r.host_peak_bytes > prof.node.host_memory_bytes) {
+    if (host_peak > prof.node.host_memory_bytes) {
       out << strformat(" host short by %.1f GiB per node",
-                       (r.host_peak_bytes - prof.node.host_memory_bytes) / kGiB);
+                       (host_peak - prof.node.host_memory_bytes) / kGiB);
     }
-    if (r.peak_bytes[3] > prof.node.nvme_capacity_bytes) {
+    if (nvme_peak > prof.node.nvme_capacity_bytes) {
       out << strformat(" NVMe short by %.1f GiB per node",
-                       (r.peak_bytes[3] - prof.node.nvme_capacity_bytes) / kGiB);
+                       (nvme_peak - prof.node.nvme_capacity_bytes) / kGiB);
     }
     out << "\n  (the times above are what the step would take if it fit)\n";
   }

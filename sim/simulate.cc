@@ -213,6 +213,17 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     offset_s += dur;
     first = false;
   }
+  // The caching allocator's fragmentation on top of what is allocated, as the analytic model
+  // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
+  // change during a step, so this grows with the allocated total and the peak stays where it was.
+  {
+    const int gpu = static_cast<int>(Tier::kGpu);
+    MemoryBreakdown& at = res.at_peak[gpu];
+    const double extra =
+        cluster.profile.runtime.allocator_fragmentation * (at.total() - at[Category::kRuntime]);
+    at[Category::kRuntime] += extra;
+    res.peak_bytes[gpu] += extra;
+  }
   // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
   const double samples = static_cast<double>(config.train_batch_size);
   res.samples_per_s = samples / res.step_time_s;
@@ -234,6 +245,8 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   res.fits = res.peak_bytes[static_cast<int>(Tier::kGpu)] <= prof.gpu.memory_bytes &&
              res.host_peak_bytes <= prof.node.host_memory_bytes &&
              res.peak_bytes[static_cast<int>(Tier::kNvme)] <= prof.node.nvme_capacity_bytes;
+  // As the planner decides: a config fits only if the analytic bound fits too.
+  if (options.analytic_memory) res.fits = res.fits && res.analytic.fits();
   if (options.trace != nullptr) options.trace->finish();
   return res;
 }

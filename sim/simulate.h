@@ -112,7 +112,7 @@ struct StepResult {
   std::array<MemoryBreakdown, kNumTiers> steady{};
   MemoryReport analytic;  // the analytic model's view, for the verdict and comparison
   double host_peak_bytes = 0;
-  bool fits = true;
+  bool fits = true;  // the simulated peaks and (if computed) the analytic bound fit capacity
   size_t tasks = 0;
   uint64_t events = 0;
 
