@@ -2,21 +2,26 @@
 // what is measured.
 #include "calibrate/executor.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pthread.h>
+#include <sched.h>
 
 #include "calibrate/executor_rank.h"
 #include "models/input_error.h"
+#include "sim/memory_model.h"
 #include "sim/step_builder.h"
 
 namespace zplan::calibrate {
@@ -133,7 +138,8 @@ class GraphRunner {
         ++ended_;
         const sim::DagGraph& g = graph->dag();
         bool woke = false;
-        for (auto [it, last] = boost::out_edges(static_cast<sim::DagGraph::vertex_descriptor>(id), g);
+        for (auto [it, last] =
+                 boost::out_edges(static_cast<sim::DagGraph::vertex_descriptor>(id), g);
              it != last; ++it) {
           if (--deps_left_[boost::target(*it, g)] == 0) woke = true;
         }
@@ -167,7 +173,43 @@ bool writable_dir(const std::string& path) {
          access(path.c_str(), W_OK) == 0;
 }
 
+// /proc/meminfo's MemAvailable in bytes, or 0 if it cannot be read.
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
 }  // namespace
+
+void check_executor_fits(const models::Model& model, const hardware::Cluster& cluster,
+                         const sim::DsConfig& config, const sim::Workload& workload,
+                         const std::string& swap_dir) {
+  if (!swap_dir.empty() && !writable_dir(swap_dir)) {
+    throw InputError("--swap-dir", swap_dir + " is not a writable directory");
+  }
+  const double available = available_memory_bytes();
+  if (available <= 0) return;  // not Linux: nothing to compare with
+  const sim::MemoryReport m = sim::analyze_memory(model, cluster, config, workload);
+  const int nodes = std::max(1, cluster.nodes);
+  const double needed = m[sim::Tier::kGpu].peak_bytes * cluster.gpus + m.host_peak_bytes * nodes;
+  if (needed > available) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "needs about %.1f GiB of memory for %d ranks (%.1f GiB of device memory each, "
+                  "%.1f GiB of host memory), but %.1f GiB is available; try a smaller model or "
+                  "micro-batch",
+                  needed / (1 << 30), cluster.gpus, m[sim::Tier::kGpu].peak_bytes / (1 << 30),
+                  m.host_peak_bytes * nodes / (1 << 30), available / (1 << 30));
+    throw InputError("--model " + model.name(), buf);
+  }
+}
 
 void check_executor_supports(const sim::DsConfig& c, const hardware::Cluster& cluster) {
   (void)cluster;
@@ -282,7 +324,8 @@ ExecutionResult execute_steps(const models::Model& model, const hardware::Cluste
   result.at_peak = tracker.at_peak();
   std::vector<double> peaks(peak.begin(), peak.end());
   comm.max(kControlChannel, &peaks);
-  for (int t = 0; t < sim::kNumTiers; ++t) result.peak_bytes[static_cast<size_t>(t)] = peaks[static_cast<size_t>(t)];
+  for (int t = 0; t < sim::kNumTiers; ++t)
+    result.peak_bytes[static_cast<size_t>(t)] = peaks[static_cast<size_t>(t)];
   if (options.keep_weights) result.weights = rank.full_weights();
   return result;
 }

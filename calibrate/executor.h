@@ -58,9 +58,9 @@ struct ExecuteOptions {
 };
 
 struct ExecutionResult {
-  std::vector<double> step_s;     // every measured step: the slowest rank's wall-clock time
-  double step_time_s = 0;         // the median of step_s
-  int median_step = 0;            // index into step_s
+  std::vector<double> step_s;  // every measured step: the slowest rank's wall-clock time
+  double step_time_s = 0;      // the median of step_s
+  int median_step = 0;         // index into step_s
   // Rank 0's tasks in every graph of the median step -- each micro-step, then the optimizer
   // step: start and end since the graph began, and the tracker's memory samples (host tiers per
   // rank).
@@ -92,6 +92,15 @@ ExecutionResult execute_steps(const models::Model& model, const hardware::Cluste
 // Throws InputError when the executor does not run (config, cluster) -- the checks execute_steps
 // makes first, for callers that want to fail before starting ranks.
 void check_executor_supports(const sim::DsConfig& config, const hardware::Cluster& cluster);
+
+// Throws InputError when the run cannot succeed on this machine, before any rank starts: the
+// analytic memory model's peaks for all of cluster.gpus ranks (each rank's device memory is host
+// memory here, and the host tiers are per node) exceed the memory the kernel reports available
+// (MemAvailable), or `swap_dir` is given and is not a writable directory. All ranks are assumed to
+// run on this machine, as validate starts them.
+void check_executor_fits(const models::Model& model, const hardware::Cluster& cluster,
+                         const sim::DsConfig& config, const sim::Workload& workload,
+                         const std::string& swap_dir);
 
 // The channel of ExecutorComm a resource's collectives use, and the control channel.
 inline constexpr int kControlChannel = 8;

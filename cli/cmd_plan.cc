@@ -200,6 +200,9 @@ int run_plan(const PlanCliOptions& o) {
   planner::resolve_search_space(rs.problem, rs.knobs, rs.batch);
   check_output_path(o.out, o.search.force);
   check_output_path(o.search.report, o.search.force);
+  if (!o.search.report.empty() && same_file(o.out, o.search.report)) {
+    throw InputError("--report", o.search.report + " is also --out, where the ds_config goes");
+  }
   const planner::Problem& p = rs.problem;
   planner::PlanOptions po;
   po.eval.threads = o.search.threads;

@@ -26,7 +26,7 @@ struct SweepCliOptions {
   SearchCliOptions search;
   bool csv = false;
   bool no_prune = false;
-  size_t top = 0;
+  int64_t top = 0;
 };
 
 constexpr double kGiB = planner::kGiB;
@@ -165,6 +165,8 @@ nlohmann::json row_json(const planner::SearchResult& s, size_t i, bool on_front,
 
 int run_sweep(const SweepCliOptions& o) {
   if (o.csv && o.search.json) throw InputError("--csv", "give --csv or --json, not both");
+  if (o.top < 0)
+    throw InputError("--top", "must be 0 (every row) or more, got " + std::to_string(o.top));
   check_output_path(o.search.report, o.search.force);
   ResolvedSearch rs = resolve_search(o.search);
   const planner::Problem& p = rs.problem;
@@ -178,7 +180,7 @@ int run_sweep(const SweepCliOptions& o) {
   std::vector<bool> on_front(s.candidates.size(), false);
   for (size_t i : s.pareto) on_front[i] = true;
   std::vector<size_t> rows = s.order;
-  if (o.top > 0 && rows.size() > o.top) rows.resize(o.top);
+  if (o.top > 0 && rows.size() > static_cast<size_t>(o.top)) rows.resize(o.top);
 
   std::optional<size_t> best;
   if (!s.order.empty() && s.evals[s.order[0]].fits()) best = s.order[0];

@@ -178,8 +178,12 @@ int run_validate(ValidateCliOptions o) {
     throw InputError(o.trace, "exists; pass --force to replace it");
   }
   // Bad input is reported here, once, before any rank starts.
+  if (!(o.comm_timeout_s > 0)) {
+    throw InputError("--comm-timeout", "must be more than 0 seconds");
+  }
   Setup s = resolve_setup(o.setup);
   calibrate::check_executor_supports(s.config, s.cluster);
+  calibrate::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir);
 
   const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
   if (s.cluster.profile.gpu.arch != hardware::Arch::kCpu &&

@@ -86,8 +86,10 @@ hardware::Cluster resolve_cluster(const SetupOptions& o) {
 
 sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model) {
   sim::Workload w;
-  if (o.seq_len < 0) throw InputError("--seq-len", "must be positive");
-  w.seq_len = o.seq_len > 0 ? o.seq_len : model.shape().default_seq_len;
+  if (o.seq_len != kModelSeqLen && o.seq_len < 1) {
+    throw InputError("--seq-len", "must be positive, got " + std::to_string(o.seq_len));
+  }
+  w.seq_len = o.seq_len != kModelSeqLen ? o.seq_len : model.shape().default_seq_len;
   w.flash_attention = !o.no_flash_attention;
   return w;
 }
@@ -137,8 +139,9 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
 
 Setup resolve_setup(const SetupOptions& o) {
   if (!o.ds_config.empty() && any_zero_flag(o)) {
-    throw InputError("--ds-config", "give either a ds_config file or ZeRO flags (--stage, "
-                                    "--offload-*, bucket sizes), not both");
+    throw InputError("--ds-config",
+                     "give either a ds_config file or ZeRO flags (--stage, "
+                     "--offload-*, bucket sizes), not both");
   }
   if (!o.checkpointing.empty() && o.checkpointing != "none" && o.checkpointing != "full") {
     throw InputError("--checkpointing", "must be none or full, got '" + o.checkpointing + "'");

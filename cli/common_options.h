@@ -5,6 +5,7 @@
 #define ZPLAN_CLI_COMMON_OPTIONS_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -18,18 +19,21 @@ namespace zplan::cli {
 
 // Exit codes (README "Exit codes").
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitBadInput = 1;   // bad file, value or configuration
-inline constexpr int kExitUsage = 2;      // bad flag or missing required flag
-inline constexpr int kExitNoFit = 3;      // plan: nothing fits; simulate: the config does not fit
+inline constexpr int kExitBadInput = 1;     // bad file, value or configuration
+inline constexpr int kExitUsage = 2;        // bad flag or missing required flag
+inline constexpr int kExitNoFit = 3;        // plan: nothing fits; simulate: the config does not fit
 inline constexpr int kExitCheckFailed = 4;  // validate --max-error exceeded
-inline constexpr int kExitInternal = 70;  // a bug: please report
+inline constexpr int kExitInternal = 70;    // a bug: please report
+
+// --seq-len not given: the model's default sequence length.
+inline constexpr int64_t kModelSeqLen = std::numeric_limits<int64_t>::min();
 
 struct SetupOptions {
   std::string model;
   std::string hw;
   int gpus = 0;
   int nodes = 1;
-  int64_t seq_len = 0;  // 0: the model's default
+  int64_t seq_len = kModelSeqLen;
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> gradient_accumulation;
   std::optional<int64_t> global_batch;

@@ -54,6 +54,8 @@ std::function<void(size_t done, size_t total)> progress_bar();
 // Throws InputError("<path>: exists; pass --force to replace it") if `path` is given, exists,
 // and `force` is false: checked before a long search, not after.
 void check_output_path(const std::string& path, bool force);
+// Whether two paths name the same file (existing or not), after resolving "." and "..".
+bool same_file(const std::string& a, const std::string& b);
 
 // "bf16, seq 2048, global batch 1024 samples (2.10 M tokens, default (about 2M tokens)) = 128
 // per GPU"

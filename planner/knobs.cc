@@ -22,7 +22,7 @@ struct KnobInfo {
   int64_t max;  // largest accepted value
 };
 
-constexpr int64_t kMaxElements = 1'000'000'000'000'000;  // 1e18: past any real model
+constexpr int64_t kMaxElements = 1'000'000'000'000'000;  // 1e15: past any real model
 
 // Indexed by Knob. Minimums follow what DeepSpeed (and zplan's validate_ds_config) accept:
 // bucket and sub-group sizes must be positive; a prefetch bucket, live-parameter cap or
@@ -58,6 +58,18 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The largest value of a knob as a person writes it ("1e15" for element counts).
+std::string format_size_limit(const KnobInfo& k) {
+  if (k.type != Type::kSize) return std::to_string(k.max);
+  int exponent = 0;
+  int64_t m = k.max;
+  while (m % 10 == 0 && m > 0) {
+    m /= 10;
+    ++exponent;
+  }
+  return exponent >= 3 ? std::to_string(m) + "e" + std::to_string(exponent) : std::to_string(k.max);
+}
+
 // A whole number written as an integer or in scientific notation ("5e8", "2.5e7").
 int64_t parse_number(const KnobInfo& k, const std::string& text, const std::string& where) {
   if (text.empty()) throw InputError(where, "empty value in the list");
@@ -70,7 +82,7 @@ int64_t parse_number(const KnobInfo& k, const std::string& text, const std::stri
   if (std::floor(v) != v) throw InputError(where, "'" + text + "' is not a whole number");
   if (v < static_cast<double>(k.min) || v > static_cast<double>(k.max)) {
     throw InputError(where, "'" + text + "' is out of range (" + std::to_string(k.min) + " to " +
-                                (k.type == Type::kSize ? "1e18" : std::to_string(k.max)) + ")");
+                                format_size_limit(k) + ")");
   }
   return static_cast<int64_t>(v);
 }

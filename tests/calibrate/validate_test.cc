@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -115,6 +117,21 @@ TEST_CASE("zplan validate --ranks 1 runs in process and checks its input first",
       "--hw examples/cpu-2core.json --micro-batch 16");
   CHECK(bf16.exit_code == 1);
   CHECK(bf16.err.find("fp32") != std::string::npos);
+  // So are a run that cannot fit this machine's memory, a swap directory that is not there and
+  // a collective timeout of zero: one line each, before mpirun starts.
+  const std::string base = "validate --ranks 2 --stage 3 --hw examples/cpu-2core.json ";
+  testing::RunResult big = testing::run_zplan(base + "--model 175b --micro-batch 1");
+  CHECK(big.exit_code == 1);
+  CHECK(big.err.find("--model 175b: needs about") != std::string::npos);
+  CHECK(std::count(big.err.begin(), big.err.end(), '\n') == 1);
+  testing::RunResult swap =
+      testing::run_zplan(base + "--model tiny-mlp-s --micro-batch 16 --swap-dir /nonexistent/dir");
+  CHECK(swap.exit_code == 1);
+  CHECK(swap.err == "zplan: --swap-dir: /nonexistent/dir is not a writable directory\n");
+  testing::RunResult timeout =
+      testing::run_zplan(base + "--model tiny-mlp-s --micro-batch 16 --comm-timeout 0");
+  CHECK(timeout.exit_code == 1);
+  CHECK(timeout.err == "zplan: --comm-timeout: must be more than 0 seconds\n");
 }
 
 #endif  // ZPLAN_BINARY

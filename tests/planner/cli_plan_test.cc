@@ -94,7 +94,12 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(std::string(cmd) + " --model 1.3b --gpus 0 --hw a100"), 1,
                           "--gpus");
     expect_one_line_error(run_zplan(base + "--bogus-flag 1"), 2, "bogus-flag");
+    expect_one_line_error(run_zplan(base + "--seq-len 0"), 1, "--seq-len: must be positive");
+    // The limit named is the one enforced.
+    expect_one_line_error(run_zplan(base + "--reduce-bucket 1e16"), 1, "out of range (1 to 1e15)");
   }
+  expect_one_line_error(run_zplan("sweep --model 1.3b --gpus 8 --hw a100 --top -1"), 1,
+                        "--top: must be 0");
   expect_one_line_error(run_zplan("--model 1.3b --hw a100"), 2, "--gpus");
   // A bad input is the error reported even when the output file already exists (as after the
   // README's first command, which leaves ds_config.json in the checkout).
@@ -106,6 +111,11 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
       1, "--offload-param: cpu cannot be combined with --stage 1");
   expect_one_line_error(run_zplan("--model 1.3b --gpus 8 --hw a100 --out " + existing), 1,
                         "exists; pass --force");
+  // --report naming the --out file would replace the ds_config with HTML.
+  expect_one_line_error(run_zplan("--model 1.3b --gpus 8 --hw a100 --force --out " + existing +
+                                  " --report " + dir.file("./ds_config.json")),
+                        1, "is also --out");
+  CHECK(slurp(existing) == "{}\n");
 }
 
 TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked", "[planner][cli]") {
