@@ -145,6 +145,12 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
     plan.origin = "default (about 2M tokens)";
   }
   plan.per_gpu = plan.global_batch / dp;
+  if (plan.per_gpu > sim::kMaxBatchCount) {
+    throw InputError(plan.origin.rfind("--", 0) == 0 ? plan.origin.substr(0, plan.origin.find(' '))
+                                                     : std::string("--global-batch"),
+                     std::to_string(plan.per_gpu) + " samples per GPU is more than the " +
+                         std::to_string(sim::kMaxBatchCount) + " zplan plans for");
+  }
   return plan;
 }
 

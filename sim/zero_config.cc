@@ -511,6 +511,15 @@ void check_config(const DsConfig& c, int dp, const Locator& loc) {
   positive(kTrainKey, c.train_batch_size);
   positive(kMicroKey, c.micro_batch);
   positive(kGasKey, c.gradient_accumulation_steps);
+  // Far beyond any real run, and small enough that every count derived from them is exact.
+  auto at_most = [&](const char* key, int64_t v) {
+    if (v > kMaxBatchCount) {
+      loc.fail(std::string("/") + key, std::to_string(v) + " is more than the " +
+                                           std::to_string(kMaxBatchCount) + " zplan accepts");
+    }
+  };
+  at_most(kMicroKey, c.micro_batch);
+  at_most(kGasKey, c.gradient_accumulation_steps);
   std::optional<int64_t> p = product(c.micro_batch, c.gradient_accumulation_steps, dp);
   if (p != c.train_batch_size) {
     loc.fail(std::string("/") + kTrainKey,

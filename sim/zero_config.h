@@ -17,10 +17,13 @@
 
 namespace zplan::sim {
 
+// The largest train_micro_batch_size_per_gpu and gradient_accumulation_steps zplan accepts.
+inline constexpr int64_t kMaxBatchCount = 1'000'000;
+
 enum class Precision { kFp16, kBf16, kFp32 };
 enum class OffloadDevice { kNone, kCpu, kNvme };
 
-const char* precision_name(Precision p);          // "fp16", "bf16", "fp32"
+const char* precision_name(Precision p);           // "fp16", "bf16", "fp32"
 const char* offload_device_name(OffloadDevice d);  // "none", "cpu", "nvme"
 int precision_bytes(Precision p);                  // 2, 2, 4
 
@@ -29,7 +32,7 @@ struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;
   int64_t buffer_count = 5;
-  int64_t buffer_size = 100'000'000;  // elements per buffer
+  int64_t buffer_size = 100'000'000;   // elements per buffer
   int64_t max_in_cpu = 1'000'000'000;  // elements kept in pinned host memory with device=nvme
   bool pin_memory = true;              // default True since DeepSpeed 0.19.5
 };
@@ -81,11 +84,11 @@ struct ZeroConfig {
   OffloadParamConfig offload_param;
   OffloadOptimizerConfig offload_optimizer;
   int64_t sub_group_size = 1'000'000'000;
-  int64_t prefetch_bucket_size = 50'000'000;        // stage3_prefetch_bucket_size
-  int64_t param_persistence_threshold = 100'000;    // stage3_param_persistence_threshold
+  int64_t prefetch_bucket_size = 50'000'000;      // stage3_prefetch_bucket_size
+  int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
   int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
-  int64_t max_live_parameters = 1'000'000'000;      // stage3_max_live_parameters
-  int64_t max_reuse_distance = 1'000'000'000;       // stage3_max_reuse_distance
+  int64_t max_live_parameters = 1'000'000'000;  // stage3_max_live_parameters
+  int64_t max_reuse_distance = 1'000'000'000;   // stage3_max_reuse_distance
   // Accepted keys zplan does not model (load_from_fp32_weights, elastic_checkpoint, ...), kept
   // so that a config read and written back loses nothing.
   nlohmann::json other = nlohmann::json::object();

@@ -487,6 +487,12 @@ TEST_CASE("batch keys follow DeepSpeed's _set_batch_related_parameters", "[zero_
                Contains("/train_micro_batch_size_per_gpu: must be an integer"));
     CHECK_THAT(error_of({{"train_micro_batch_size_per_gpu", 1.5}}),
                Contains("/train_micro_batch_size_per_gpu"));
+    // Counts whose products still fit 64 bits but no real run has (negative step times before).
+    CHECK_THAT(error_of({{"train_micro_batch_size_per_gpu", 1},
+                         {"gradient_accumulation_steps", 1'000'000'000'000LL}}),
+               Contains("/gradient_accumulation_steps: 1000000000000 is more than the 1000000"));
+    CHECK_THAT(error_of({{"train_micro_batch_size_per_gpu", 1'000'000'000}}),
+               Contains("/train_micro_batch_size_per_gpu: 1000000000 is more than the 1000000"));
     CHECK_THAT(error_of({{"train_micro_batch_size_per_gpu", 4'000'000'000'000LL},
                          {"gradient_accumulation_steps", 4'000'000'000'000LL}}),
                Contains("too large"));
