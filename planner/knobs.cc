@@ -58,16 +58,19 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The largest value of a knob as a person writes it ("1e15" for element counts).
-std::string format_size_limit(const KnobInfo& k) {
-  if (k.type != Type::kSize) return std::to_string(k.max);
-  int exponent = 0;
-  int64_t m = k.max;
-  while (m % 10 == 0 && m > 0) {
-    m /= 10;
-    ++exponent;
+// An element count as people write it: "5e8" when a one- or two-digit mantissa says it
+// exactly, else the integer.
+std::string format_size(int64_t v) {
+  if (v >= 1000) {
+    int64_t m = v;
+    int e = 0;
+    while (m % 10 == 0) {
+      m /= 10;
+      ++e;
+    }
+    if (m < 100 && e >= 3) return std::to_string(m) + "e" + std::to_string(e);
   }
-  return exponent >= 3 ? std::to_string(m) + "e" + std::to_string(exponent) : std::to_string(k.max);
+  return std::to_string(v);
 }
 
 // A whole number written as an integer or in scientific notation ("5e8", "2.5e7").
@@ -81,8 +84,9 @@ int64_t parse_number(const KnobInfo& k, const std::string& text, const std::stri
   }
   if (std::floor(v) != v) throw InputError(where, "'" + text + "' is not a whole number");
   if (v < static_cast<double>(k.min) || v > static_cast<double>(k.max)) {
-    throw InputError(where, "'" + text + "' is out of range (" + std::to_string(k.min) + " to " +
-                                format_size_limit(k) + ")");
+    throw InputError(
+        where, "'" + text + "' is out of range (" + std::to_string(k.min) + " to " +
+                   (k.type == Type::kSize ? format_size(k.max) : std::to_string(k.max)) + ")");
   }
   return static_cast<int64_t>(v);
 }
@@ -239,19 +243,8 @@ std::string format_knob_value(Knob knob, int64_t v) {
       return v ? "true" : "false";
     case Type::kInteger:
       return std::to_string(v);
-    case Type::kSize: {
-      // "5e8" when a one- or two-digit mantissa says it exactly, else the integer.
-      if (v >= 1000) {
-        int64_t m = v;
-        int e = 0;
-        while (m % 10 == 0) {
-          m /= 10;
-          ++e;
-        }
-        if (m < 100 && e >= 3) return std::to_string(m) + "e" + std::to_string(e);
-      }
-      return std::to_string(v);
-    }
+    case Type::kSize:
+      return format_size(v);
   }
   return std::to_string(v);
 }
