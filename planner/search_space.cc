@@ -112,6 +112,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
                      "must be at least 1, got " + std::to_string(*b.gradient_accumulation));
   }
   BatchPlan plan;
+  const char* flag = "--global-batch";  // what to name if the batch per GPU is too large
   if (b.global_batch) {
     const int64_t g = *b.global_batch;
     if (g < 1) throw InputError("--global-batch", "must be at least 1, got " + std::to_string(g));
@@ -123,6 +124,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
     plan.global_batch = g;
     plan.origin = "--global-batch";
   } else if (b.global_batch_tokens) {
+    flag = "--global-batch-tokens";
     const int64_t t = *b.global_batch_tokens;
     if (t < 1) {
       throw InputError("--global-batch-tokens", "must be at least 1, got " + std::to_string(t));
@@ -137,6 +139,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
              knobs.values(Knob::kMicroBatch).size() == 1) {
     plan.global_batch = knobs.values(Knob::kMicroBatch)[0] * *b.gradient_accumulation * dp;
     plan.origin = "--micro-batch x --gas x GPUs";
+    flag = "--gas";
   } else {
     // kDefaultGlobalBatchTokens, per GPU, rounded to a power of two (in log space).
     double per = kDefaultGlobalBatchTokens / static_cast<double>(seq * dp);
@@ -146,9 +149,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
   }
   plan.per_gpu = plan.global_batch / dp;
   if (plan.per_gpu > sim::kMaxBatchCount) {
-    throw InputError(plan.origin.rfind("--", 0) == 0 ? plan.origin.substr(0, plan.origin.find(' '))
-                                                     : std::string("--global-batch"),
-                     std::to_string(plan.per_gpu) + " samples per GPU is more than the " +
+    throw InputError(flag, std::to_string(plan.per_gpu) + " samples per GPU is more than the " +
                          std::to_string(sim::kMaxBatchCount) + " zplan plans for");
   }
   return plan;

@@ -145,6 +145,10 @@ MemoryBreakdown MemoryBreakdown::scaled(double factor) const {
   return out;
 }
 
+void MemoryBreakdown::add_fragmentation(double fraction) {
+  (*this)[Category::kRuntime] += fraction * (total() - (*this)[Category::kRuntime]);
+}
+
 bool MemoryReport::gpu_fits(double headroom) const {
   const TierSummary& g = (*this)[Tier::kGpu];
   return g.peak_bytes <= g.capacity_bytes * (1 - headroom);
@@ -502,8 +506,7 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
   // Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment.
   const double frag = cluster.profile.runtime.allocator_fragmentation;
   for (PhaseMemory& pm : report.phases) {
-    MemoryBreakdown& g = pm[Tier::kGpu];
-    g[Category::kRuntime] += frag * (g.total() - g[Category::kRuntime]);
+    pm[Tier::kGpu].add_fragmentation(frag);
     // Host tiers and NVMe: per node.
     for (int t : {kPinned, kHost, kNvme}) pm.tiers[t] = pm.tiers[t].scaled(ranks_per_node);
   }

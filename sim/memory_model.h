@@ -57,6 +57,9 @@ struct MemoryBreakdown {
   Category dominant() const;  // the largest category (the first one on ties)
   MemoryBreakdown& operator+=(const MemoryBreakdown& other);
   MemoryBreakdown scaled(double factor) const;
+  // Adds the caching allocator's fragmentation, `fraction` of the non-runtime bytes, to the
+  // runtime category (RuntimeSpec::allocator_fragmentation; GPU memory only).
+  void add_fragmentation(double fraction);
 };
 
 // Memory of every tier at one phase's peak. GPU: per GPU. Host tiers and NVMe: per node.

@@ -216,13 +216,11 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   // The caching allocator's fragmentation on top of what is allocated, as the analytic model
   // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
   // change during a step, so this grows with the allocated total and the peak stays where it was.
+  // (The engine's peak is its breakdown's total, so the total after is the new peak.)
   {
     const int gpu = static_cast<int>(Tier::kGpu);
-    MemoryBreakdown& at = res.at_peak[gpu];
-    const double extra =
-        cluster.profile.runtime.allocator_fragmentation * (at.total() - at[Category::kRuntime]);
-    at[Category::kRuntime] += extra;
-    res.peak_bytes[gpu] += extra;
+    res.at_peak[gpu].add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+    res.peak_bytes[gpu] = res.at_peak[gpu].total();
   }
   // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
   const double samples = static_cast<double>(config.train_batch_size);
