@@ -33,6 +33,29 @@ if(NOT ZPLAN_WITH_CUDA STREQUAL "OFF")
 endif()
 _zplan_feature("cuda backend (cudart, cuBLAS)" ${ZPLAN_HAVE_CUDA} "${_cuda_reason}")
 
+# --- The CUDA executor device: cudart + cuBLAS + zplan's own kernels, so it needs nvcc too ---
+set(ZPLAN_HAVE_CUDA_EXECUTOR 0)
+set(_cuda_exec_reason "needs the cuda backend")
+if(ZPLAN_HAVE_CUDA)
+  include(CheckLanguage)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND CUDAToolkit_NVCC_EXECUTABLE)
+    set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Ampere and Hopper (A100, H100, H200); override with -DCMAKE_CUDA_ARCHITECTURES=...
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(ZPLAN_HAVE_CUDA_EXECUTOR 1)
+  else()
+    set(_cuda_exec_reason "no CUDA compiler (nvcc) found for its kernels")
+  endif()
+endif()
+_zplan_feature("cuda executor device (validate --device cuda)" ${ZPLAN_HAVE_CUDA_EXECUTOR}
+               "${_cuda_exec_reason}")
+
 # --- NCCL: ships no CMake package; look beside the CUDA toolkit and in NCCL_HOME ---
 set(ZPLAN_HAVE_NCCL 0)
 set(_nccl_reason "not requested")

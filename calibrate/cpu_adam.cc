@@ -10,23 +10,8 @@
 
 namespace zplan::calibrate {
 
-namespace {
-
-// The per-step constants of Adam_Optimizer::Step_1.
-struct Coeffs {
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float eps;
-  float step_size;         // -lr / (1 - beta1^t)
-  float bias_correction2;  // 1 / sqrt(1 - beta2^t)
-  float w_decay;           // -lr * weight_decay (AdamW)
-  float l2;                // weight_decay (Adam mode)
-  bool decoupled;
-  bool coupled;
-};
-
-Coeffs coeffs(const AdamHyper& h, int64_t step) {
-  Coeffs c;
+AdamCoeffs adam_coeffs(const AdamHyper& h, int64_t step) {
+  AdamCoeffs c;
   c.beta1 = h.beta1;
   c.one_minus_beta1 = 1 - h.beta1;
   c.beta2 = h.beta2;
@@ -41,6 +26,10 @@ Coeffs coeffs(const AdamHyper& h, int64_t step) {
   c.coupled = h.weight_decay > 0 && !h.adamw_mode;
   return c;
 }
+
+namespace {
+
+using Coeffs = AdamCoeffs;
 
 // DeepSpeed's scalar loop (the tail of Step_1).
 void adam_scalar(const Coeffs& c, float* p, const float* g, float* m, float* v, int64_t begin,
@@ -177,7 +166,7 @@ SimdIsa best_isa() {
 void adam_step(const AdamHyper& hyper, int64_t step, float* param, const float* grad,
                float* exp_avg, float* exp_avg_sq, int64_t n, int threads, SimdIsa isa) {
   assert(threads >= 1 && step >= 1);
-  const Coeffs c = coeffs(hyper, step);
+  const Coeffs c = adam_coeffs(hyper, step);
   // Chunks start on 64-byte lines (16 floats) so that threads never share a cache line; every
   // element takes the same arithmetic path whatever the split, so results do not depend on it.
   constexpr int64_t kLine = 16;

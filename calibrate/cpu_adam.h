@@ -34,6 +34,21 @@ const char* isa_name(SimdIsa isa);  // "scalar", "avx2", "avx512"
 // The widest instruction set this CPU supports among the three.
 SimdIsa best_isa();
 
+// The per-step constants of DeepSpeed's Adam_Optimizer::Step_1, shared by this kernel and the
+// CUDA executor device's, so that both compute the same update.
+struct AdamCoeffs {
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float eps;
+  float step_size;         // -lr / (1 - beta1^t)
+  float bias_correction2;  // 1 / sqrt(1 - beta2^t)
+  float w_decay;           // -lr * weight_decay (AdamW)
+  float l2;                // weight_decay (Adam mode)
+  bool decoupled;
+  bool coupled;
+};
+AdamCoeffs adam_coeffs(const AdamHyper& hyper, int64_t step);
+
 // Bytes one parameter's update moves: reads p, g, m, v and writes p, m, v (fp32).
 inline constexpr double kAdamBytesPerParam = 28;
 

@@ -190,7 +190,7 @@ double available_memory_bytes() {
 
 void check_executor_fits(const models::Model& model, const hardware::Cluster& cluster,
                          const sim::DsConfig& config, const sim::Workload& workload,
-                         const std::string& swap_dir) {
+                         const std::string& swap_dir, bool device_memory_is_host) {
   if (!swap_dir.empty() && !writable_dir(swap_dir)) {
     throw InputError("--swap-dir", swap_dir + " is not a writable directory");
   }
@@ -198,14 +198,15 @@ void check_executor_fits(const models::Model& model, const hardware::Cluster& cl
   if (available <= 0) return;  // not Linux: nothing to compare with
   const sim::MemoryReport m = sim::analyze_memory(model, cluster, config, workload);
   const int nodes = std::max(1, cluster.nodes);
-  const double needed = m[sim::Tier::kGpu].peak_bytes * cluster.gpus + m.host_peak_bytes * nodes;
+  const double device = device_memory_is_host ? m[sim::Tier::kGpu].peak_bytes : 0.0;
+  const double needed = device * cluster.gpus + m.host_peak_bytes * nodes;
   if (needed > available) {
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "needs about %.1f GiB of memory for %d ranks (%.1f GiB of device memory each, "
                   "%.1f GiB of host memory), but %.1f GiB is available; try a smaller model or "
                   "micro-batch",
-                  needed / (1 << 30), cluster.gpus, m[sim::Tier::kGpu].peak_bytes / (1 << 30),
+                  needed / (1 << 30), cluster.gpus, device / (1 << 30),
                   m.host_peak_bytes * nodes / (1 << 30), available / (1 << 30));
     throw InputError("--model " + model.name(), buf);
   }

@@ -94,13 +94,13 @@ ExecutionResult execute_steps(const models::Model& model, const hardware::Cluste
 void check_executor_supports(const sim::DsConfig& config, const hardware::Cluster& cluster);
 
 // Throws InputError when the run cannot succeed on this machine, before any rank starts: the
-// analytic memory model's peaks for all of cluster.gpus ranks (each rank's device memory is host
-// memory here, and the host tiers are per node) exceed the memory the kernel reports available
-// (MemAvailable), or `swap_dir` is given and is not a writable directory. All ranks are assumed to
-// run on this machine, as validate starts them.
+// analytic memory model's peaks for all of cluster.gpus ranks (the host tiers per node, plus each
+// rank's device memory when it is host memory, as on the CPU device) exceed the memory the kernel
+// reports available (MemAvailable), or `swap_dir` is given and is not a writable directory. All
+// ranks are assumed to run on this machine, as validate starts them.
 void check_executor_fits(const models::Model& model, const hardware::Cluster& cluster,
                          const sim::DsConfig& config, const sim::Workload& workload,
-                         const std::string& swap_dir);
+                         const std::string& swap_dir, bool device_memory_is_host = true);
 
 // The channel of ExecutorComm a resource's collectives use, and the control channel.
 inline constexpr int kControlChannel = 8;

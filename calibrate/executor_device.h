@@ -8,9 +8,10 @@
 //
 // Implementations: the CPU device (calibrate/executor_device_cpu.cc): device memory is host memory
 // in its own arena, GEMMs go to BLAS (OpenBLAS, one thread per rank), collectives to an
-// ExecutorComm (MPI ranks, or threads in tests), host<->device copies are memcpy. A CUDA + NCCL
-// device would implement the same calls with cuBLAS, NCCL and cudaMemcpyAsync on one stream per
-// resource (not part of this build: see docs/validation.md).
+// ExecutorComm (MPI ranks, or threads in tests), host<->device copies are memcpy. The CUDA device
+// (calibrate/executor_device_cuda.cc, when the build has the CUDA toolkit and nvcc): cuBLAS,
+// zplan's kernels, cudaMemcpyAsync and NCCL, on one stream per calling thread (docs/validation.md
+// says what has been run on a GPU).
 //
 // Contention on a CPU device. A CPU rank has its cores and nothing else: work on another resource
 // (a collective's copies and reductions, a bucket copy, a host<->device memcpy) takes the cores
@@ -58,6 +59,8 @@ class ExecutorDevice {
   // dy = scale * (y - target); returns sum((y - target)^2).
   virtual double mse_grad(float* dy, const float* y, const float* target, size_t n,
                           float scale) = 0;
+  // sum((y - target)^2), nothing written.
+  virtual double squared_error(const float* y, const float* target, size_t n) = 0;
   // y = a * x + b * y.
   virtual void axpby(float* y, const float* x, size_t n, float a, float b) = 0;
   // Stand-in for an elementwise kernel that reads and writes `bytes` bytes in total of `buf`
@@ -95,6 +98,16 @@ struct CpuDeviceOptions {
 // The CPU device of one rank, talking to the other ranks through `comm` (kept, not owned).
 std::unique_ptr<ExecutorDevice> make_cpu_device(ExecutorComm* comm,
                                                 const CpuDeviceOptions& options = {});
+
+// True iff this build has the CUDA device.
+bool executor_has_cuda();
+
+// The CUDA device of this rank: GPU (local rank modulo the GPUs visible), with NCCL collectives
+// among the ranks of `control` (kept, not owned; its control channel bootstraps NCCL and carries
+// the control traffic). A collective without progress for timeout_s aborts the job. Throws
+// InputError when this build has no CUDA device or no GPU is visible, BackendError when CUDA or
+// NCCL fails.
+std::unique_ptr<ExecutorDevice> make_cuda_device(ExecutorComm* control, double timeout_s);
 
 }  // namespace zplan::calibrate
 

@@ -111,6 +111,19 @@ class CpuDevice : public ExecutorDevice {
     return sq;
   }
 
+  double squared_error(const float* y, const float* target, size_t n) override {
+    double sq = 0;
+    for_chunks(n, 8, [&](size_t i0, size_t i1) {
+      double s = 0;
+      for (size_t i = i0; i < i1; ++i) {
+        double d = double(y[i]) - target[i];
+        s += d * d;
+      }
+      sq += s;
+    });
+    return sq;
+  }
+
   void axpby(float* y, const float* x, size_t n, float a, float b) override {
     for_chunks(n, 12, [&](size_t i0, size_t i1) {
       for (size_t i = i0; i < i1; ++i) y[i] = a * x[i] + b * y[i];

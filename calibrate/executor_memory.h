@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -123,6 +124,34 @@ class Buffer {
   sim::Tier tier_ = sim::Tier::kGpu;
   sim::Category category_ = sim::Category::kActivations;
   float* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// A block of floats straight from RawMemory, outside the tracker's counts: data the simulator
+// does not count as such (the synthetic inputs and targets) or counts elsewhere (the GEMM operands
+// of transformer-shaped models, whose bytes the activation plan holds). Movable; freed on
+// destruction.
+// Gives a block back to the RawMemory it came from (UntrackedBuffer's deleter).
+struct RawRelease {
+  RawMemory* raw = nullptr;
+  sim::Tier tier = sim::Tier::kGpu;
+  size_t bytes = 0;
+  void operator()(float* p) const { raw->release(tier, p, bytes); }
+};
+
+class UntrackedBuffer {
+ public:
+  UntrackedBuffer() = default;
+  UntrackedBuffer(RawMemory* raw, sim::Tier tier, size_t count)
+      : data_(static_cast<float*>(raw->allocate(tier, count * sizeof(float))),
+              RawRelease{raw, tier, count * sizeof(float)}),
+        count_(count) {}
+
+  float* data() const { return data_.get(); }
+  size_t size() const { return data_ ? count_ : 0; }
+
+ private:
+  std::unique_ptr<float, RawRelease> data_;
   size_t count_ = 0;
 };
 

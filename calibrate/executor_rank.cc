@@ -230,9 +230,9 @@ void ExecutorRank::init_state() {
         }
       }
     }
-    scratch_a_.assign(a, 0.01f);
-    scratch_b_.assign(b, 0.01f);
-    scratch_w_.assign(w, 0.01f);
+    scratch_a_ = to_device(a, nullptr, 0.01f);
+    scratch_b_ = to_device(b, nullptr, 0.01f);
+    scratch_w_ = to_device(w, nullptr, 0.01f);
   }
 
   // Initial weights: a function of (seed, tensor, element), so every rank and every stage
@@ -251,11 +251,13 @@ void ExecutorRank::init_state() {
   if (stage_ <= 2) {
     params_ =
         Buffer(&mem_, Tier::kGpu, Category::kParams16, static_cast<size_t>(layout_.flat_size()));
-    dev_.zero(params_.data(), params_.size());
+    // Made on the host, then copied: the device's memory may not be the host's.
+    std::vector<float> init(params_.size(), 0.0f);
     for (size_t id = 0; id < params.size(); ++id) {
-      float* p = params_.data() + params[id].flat_offset;
+      float* p = init.data() + params[id].flat_offset;
       for (int64_t i = 0; i < params[id].numel; ++i) p[i] = init_value(static_cast<int>(id), i);
     }
+    dev_.copy(params_.data(), init.data(), init.size());
   }
   if (stage_ == 0) {
     exp_avg_ = Buffer(&mem_, Tier::kGpu, Category::kOptimizerStates, static_cast<size_t>(P));
@@ -295,9 +297,10 @@ void ExecutorRank::init_state() {
                                 ? Tier::kGpu
                                 : pin_tier(z.offload_param.pin_memory);
     params_ = Buffer(&mem_, param_tier, Category::kParams16, static_cast<size_t>(P));
+    std::vector<float> init(params_.size(), 0.0f);
     for (size_t id = 0; id < params.size(); ++id) {
       const ParamSlot& s = params[id];
-      float* part = params_.data() + s.part_offset;
+      float* part = init.data() + s.part_offset;
       for (int64_t i = 0; i < s.part_numel; ++i) {
         int64_t e = rank_ * s.part_numel + i;
         part[i] = e < s.numel ? init_value(static_cast<int>(id), e) : 0.0f;
@@ -305,11 +308,12 @@ void ExecutorRank::init_state() {
       if (s.persistent) {
         persistent_full_[id] =
             Buffer(&mem_, Tier::kGpu, Category::kGatheredParams, static_cast<size_t>(s.numel));
-        for (int64_t e = 0; e < s.numel; ++e) {
-          persistent_full_[id].data()[e] = init_value(static_cast<int>(id), e);
-        }
+        std::vector<float> full(static_cast<size_t>(s.numel));
+        for (int64_t e = 0; e < s.numel; ++e) full[e] = init_value(static_cast<int>(id), e);
+        dev_.copy(persistent_full_[id].data(), full.data(), full.size());
       }
     }
+    dev_.copy(params_.data(), init.data(), init.size());
     const auto& groups = layout_.sub_groups();
     const int first_cpu =
         offload()
@@ -362,7 +366,7 @@ void ExecutorRank::init_state() {
         swap_->reserve(bytes, Category::kOptimizerStates);
         float* buf = swap_buffers_[0].data();
         std::memset(buf, 0, swap_state_bytes_[g]);
-        std::memcpy(buf, params_.data() + groups[g].begin, bytes);
+        dev_.copy(buf, params_.data() + groups[g].begin, S);
         swap_->write(swap_state_offset_[g], buf, swap_state_bytes_[g]);
         std::memset(buf, 0, swap_state_bytes_[g]);
         swap_->write(swap_state_offset_[g] + swap_state_bytes_[g], buf, swap_state_bytes_[g]);
@@ -408,17 +412,34 @@ void ExecutorRank::init_data(int step, int ms) {
   const int64_t mb = config_.micro_batch;
   const int64_t global = mb * gas_ * dp_;
   const int64_t first_row = step * global + (static_cast<int64_t>(ms) * dp_ + rank_) * mb;
-  input_.resize(static_cast<size_t>(tokens_ * h));
-  target_.resize(input_.size());
+  input_host_.resize(static_cast<size_t>(tokens_ * h));
+  target_host_.resize(input_host_.size());
   const int64_t seq = workload_.seq_len;
   for (int64_t t = 0; t < tokens_; ++t) {
     const uint64_t row = static_cast<uint64_t>(first_row * seq + t);
     for (int64_t c = 0; c < h; ++c) {
-      input_[static_cast<size_t>(t * h + c)] = uniform(options_.seed, 1'000'000'000 + row, c);
-      target_[static_cast<size_t>(t * h + c)] =
+      input_host_[static_cast<size_t>(t * h + c)] = uniform(options_.seed, 1'000'000'000 + row, c);
+      target_host_[static_cast<size_t>(t * h + c)] =
           0.5f * uniform(options_.seed, 2'000'000'000 + row, c);
     }
   }
+  if (input_.size() != input_host_.size()) {
+    input_ = to_device(input_host_.size(), nullptr);
+    target_ = to_device(target_host_.size(), nullptr);
+  }
+  dev_.copy(input_.data(), input_host_.data(), input_host_.size());
+  dev_.copy(target_.data(), target_host_.data(), target_host_.size());
+}
+
+UntrackedBuffer ExecutorRank::to_device(size_t count, const float* host, float value) {
+  UntrackedBuffer b(&dev_.raw_memory(), Tier::kGpu, count);
+  if (host != nullptr) {
+    dev_.copy(b.data(), host, count);
+  } else {
+    std::vector<float> fill(count, value);
+    dev_.copy(b.data(), fill.data(), count);
+  }
+  return b;
 }
 
 void ExecutorRank::begin_micro_step(int step, int ms, const sim::StepGraph& graph) {
@@ -611,12 +632,7 @@ void ExecutorRank::forward_mlp(TaskId id, int layer) {
   if (!last) {
     dev_.relu(y, n);
   } else {
-    double sq = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double d = double(y[i]) - target_[i];
-      sq += d * d;
-    }
-    loss_sq_ += sq;
+    loss_sq_ += dev_.squared_error(y, target_.data(), n);
     loss_n_ += static_cast<double>(n);
   }
 }
@@ -983,12 +999,13 @@ std::vector<float> ExecutorRank::full_weights() {
   const auto& params = layout_.params();
   std::vector<float> out(static_cast<size_t>(layout_.psi()));
   if (stage_ <= 2) {
-    std::memcpy(out.data(), params_.data(), out.size() * sizeof(float));
+    dev_.copy(out.data(), params_.data(), out.size());
     return out;
   }
   const size_t P = static_cast<size_t>(layout_.partition());
   std::vector<float> all(P * static_cast<size_t>(dp_));
-  std::vector<float> mine(params_.data(), params_.data() + P);
+  std::vector<float> mine(P);
+  dev_.copy(mine.data(), params_.data(), P);
   comm_.all_gather(kControlChannel, mine.data(), P, all.data());
   for (const ParamSlot& s : params) {
     for (int r = 0; r < dp_; ++r) {

@@ -123,6 +123,8 @@ class ExecutorRank {
 
   void init_state();
   void init_data(int step, int ms);
+  // `count` floats of untracked device memory set to `host` (or to `value` when host is null).
+  UntrackedBuffer to_device(size_t count, const float* host, float value = 0.0f);
   sim::TaskId predecessor(sim::TaskId id, sim::TaskKind kind) const;
 
   const models::Model& model_;
@@ -210,15 +212,18 @@ class ExecutorRank {
   std::condition_variable swap_cv_;
   std::vector<bool> swap_buffer_busy_;
 
-  // Activations (MLP: real tensors; other models: the activation plan's bytes).
-  std::vector<float> input_;
-  std::vector<float> target_;
+  // Activations (MLP: real tensors; other models: the activation plan's bytes). The synthetic
+  // data is made on the host and copied to the device.
+  std::vector<float> input_host_;
+  std::vector<float> target_host_;
+  UntrackedBuffer input_;
+  UntrackedBuffer target_;
   std::vector<Buffer> act_;
   Buffer grad_flow_;
   std::vector<Buffer> act_blob_;
   // Operands of the generic models' GEMMs: data whose bytes the activation plan counts, so not
   // tracked again.
-  std::vector<float> scratch_a_, scratch_b_, scratch_w_;
+  UntrackedBuffer scratch_a_, scratch_b_, scratch_w_;
   double loss_sq_ = 0;
   double loss_n_ = 0;
 };

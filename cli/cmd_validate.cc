@@ -50,6 +50,7 @@ struct ValidateCliOptions {
   std::string swap_dir;
   double comm_timeout_s = 60;
   int fail_rank = -1;
+  std::string device = "cpu";
 };
 
 std::string find_on_path(const std::string& name) {
@@ -158,8 +159,11 @@ void print_report(std::ostream& out, const Setup& s, const calibrate::Validation
   }
   k.print(out, "  ");
   out << "\n  * checked by --max-error. Memory is per rank, without the runtime category.\n"
-      << strformat("  compute waited %.4f s for work on other resources (one core per rank)\n",
-                   r.measured.compute_wait_s);
+      << (r.measured.device.rfind("cpu", 0) == 0
+              ? strformat("  compute waited %.4f s for work on other resources (one core per "
+                          "rank)\n",
+                          r.measured.compute_wait_s)
+              : std::string());
 }
 
 int run_validate(ValidateCliOptions o) {
@@ -181,12 +185,24 @@ int run_validate(ValidateCliOptions o) {
   if (!(o.comm_timeout_s > 0)) {
     throw InputError("--comm-timeout", "must be more than 0 seconds");
   }
+  const bool cuda = o.device == "cuda";
+  if (cuda && !calibrate::executor_has_cuda()) {
+    throw InputError("--device cuda",
+                     "this zplan was built without the CUDA executor device "
+                     "(configure with the CUDA toolkit and nvcc on PATH)");
+  }
   Setup s = resolve_setup(o.setup);
+  if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
+    throw InputError("--device cuda", "--hw " + o.setup.hw +
+                                          " describes a CPU; give the GPU's profile (a stock one "
+                                          "or zplan calibrate's on this machine)");
+  }
   calibrate::check_executor_supports(s.config, s.cluster);
-  calibrate::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir);
+  calibrate::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
+                                 /*device_memory_is_host=*/!cuda);
 
   const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
-  if (s.cluster.profile.gpu.arch != hardware::Arch::kCpu &&
+  if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu &&
       std::getenv(kRelaunchedVar) == nullptr) {
     // Printed once, before a re-launch: the ranks below are CPU ranks whatever the profile says.
     std::cerr << "zplan: note: --hw " << o.setup.hw << " describes " << s.cluster.profile.gpu.name
@@ -222,11 +238,16 @@ int run_validate(ValidateCliOptions o) {
   }
   calibrate::ExecutorComm& c = comm ? *comm : *local[0];
   const int rank = c.rank();
-  calibrate::CpuDeviceOptions dev_options;
-  const int ranks_per_node = s.cluster.gpus_per_node();
-  dev_options.blas_threads = std::max(
-      1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks_per_node));
-  auto device = calibrate::make_cpu_device(&c, dev_options);
+  std::unique_ptr<calibrate::ExecutorDevice> device;
+  if (cuda) {
+    device = calibrate::make_cuda_device(&c, o.comm_timeout_s);
+  } else {
+    calibrate::CpuDeviceOptions dev_options;
+    const int ranks_per_node = s.cluster.gpus_per_node();
+    dev_options.blas_threads = std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks_per_node));
+    device = calibrate::make_cpu_device(&c, dev_options);
+  }
 
   calibrate::ValidateOptions vo;
   vo.execute.steps = o.steps;
@@ -277,11 +298,17 @@ void setup_validate_command(CLI::App& app, Action* action) {
   o->setup.precision = "fp32";  // the executor trains in fp32
   CLI::App* sub = app.add_subcommand(
       "validate",
-      "run one step for real (MPI ranks on the CPU) and compare it with the simulation");
+      "run one step for real (MPI ranks on the CPU, or on GPUs with --device cuda) and compare "
+      "it with the simulation");
   add_setup_options(*sub, o->setup, /*zero_flags=*/true);
   // --ranks is validate's name for --gpus: one rank stands for one device.
   sub->get_option("--gpus")->required(false)->group("");
   sub->add_option("--ranks", o->ranks, "ranks (devices) to run; re-launches under mpirun if > 1")
+      ->capture_default_str();
+  sub->add_option("--device", o->device,
+                  "what a rank runs on: cpu (one core per rank, BLAS) or cuda (one GPU per rank, "
+                  "cuBLAS + NCCL)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   sub->add_option("--steps", o->steps, "measured optimizer steps (the median is reported)")
       ->capture_default_str();

@@ -8,6 +8,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   calibrate/interrupt_test.cc
   calibrate/mpi_run_test.cc
   calibrate/registry_test.cc
+  calibrate/executor_cuda_test.cc
   calibrate/executor_test.cc
   calibrate/validate_test.cc
 )

@@ -12,6 +12,8 @@
 #include <algorithm>
 
 #include <catch2/catch.hpp>
+
+#include "calibrate/executor_device.h"
 #include <nlohmann/json.hpp>
 
 #include "calibrate/executor_comm.h"
@@ -132,6 +134,25 @@ TEST_CASE("zplan validate --ranks 1 runs in process and checks its input first",
       testing::run_zplan(base + "--model tiny-mlp-s --micro-batch 16 --comm-timeout 0");
   CHECK(timeout.exit_code == 1);
   CHECK(timeout.err == "zplan: --comm-timeout: must be more than 0 seconds\n");
+}
+
+TEST_CASE("zplan validate --device cuda checks its input before looking for a GPU",
+          "[executor][gpu]") {
+  const std::string base = "validate --ranks 1 --stage 2 --model tiny-mlp-s --micro-batch 16 ";
+  // A CPU profile cannot describe the GPU the step would run on.
+  testing::RunResult cpu = testing::run_zplan(base + "--device cuda --hw examples/cpu-2core.json");
+  CHECK(cpu.exit_code == 1);
+  CHECK(cpu.err ==
+        "zplan: --device cuda: --hw examples/cpu-2core.json describes a CPU; give the GPU's "
+        "profile (a stock one or zplan calibrate's on this machine)\n");
+  testing::RunResult unknown = testing::run_zplan(base + "--device tpu --hw a100.json");
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.err.find("--device: tpu not in {cpu,cuda}") != std::string::npos);
+  if (!executor_has_cuda()) {
+    testing::RunResult none = testing::run_zplan(base + "--device cuda --hw a100.json");
+    CHECK(none.exit_code == 1);
+    CHECK(none.err.find("built without the CUDA executor device") != std::string::npos);
+  }
 }
 
 #endif  // ZPLAN_BINARY
