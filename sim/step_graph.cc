@@ -89,17 +89,14 @@ GraphFingerprint StepGraph::fingerprint() const {
   assert(!finalized_);
   Hasher h;
   h.add(static_cast<uint64_t>(tasks_.size()));
+  // What the engine and the outcome read of a task; its names (micro_step, layer, index), its
+  // bytes and FLOPs are for traces and the executor, and leave the simulation unchanged.
   for (const Task& t : tasks_) {
     h.add(static_cast<uint64_t>(t.kind) | static_cast<uint64_t>(t.resource) << 8 |
-          static_cast<uint64_t>(t.link) << 16 |
-          static_cast<uint64_t>(static_cast<uint16_t>(t.micro_step)) << 32);
-    h.add(static_cast<uint64_t>(static_cast<uint32_t>(t.layer)) |
-          static_cast<uint64_t>(static_cast<uint32_t>(t.index)) << 32);
+          static_cast<uint64_t>(t.link) << 16);
     h.add(t.latency_s);
     h.add(t.work_s);
-    h.add(t.bytes);
     h.add(t.wire_bytes);
-    h.add(t.flops);
   }
   h.add(static_cast<uint64_t>(effects_.size()));
   for (size_t i = 0; i < effects_.size(); ++i) {
@@ -164,14 +161,15 @@ void StepGraph::finalize() {
   scratch_offsets_.assign(n + 1, 0);
   for (const auto& e : edges_) ++scratch_offsets_[e.first + 1];
   for (size_t i = 0; i < n; ++i) scratch_offsets_[i + 1] += scratch_offsets_[i];
-  std::vector<std::pair<TaskId, TaskId>> sorted(edges_.size());
+  std::vector<std::pair<TaskId, TaskId>>& sorted = scratch_edges_;
+  sorted.resize(edges_.size());
   for (const auto& e : edges_) sorted[scratch_offsets_[e.first]++] = e;
   // Within one source, sort the few targets and drop repeats.
   size_t out = 0;
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
     while (j < sorted.size() && sorted[j].first == sorted[i].first) ++j;
-    std::sort(sorted.begin() + i, sorted.begin() + j);
+    if (j - i > 1) std::sort(sorted.begin() + i, sorted.begin() + j);
     for (size_t k = i; k < j; ++k) {
       if (k > i && sorted[k] == sorted[k - 1]) continue;
       sorted[out++] = sorted[k];

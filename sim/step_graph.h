@@ -118,10 +118,12 @@ class StepGraph {
   // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
   void finalize();
   bool finalized() const { return finalized_; }
-  // A 128-bit hash of everything an interpreter reads: every task, effect and dependency in the
-  // order they were added, the baseline and comm_compute_slowdown. Two graphs built by the same
-  // calls have the same fingerprint, so their simulations are the same; the planner reuses one
-  // for the other (two different graphs collide with probability ~2^-128 per pair).
+  // A 128-bit hash of everything the simulation of this graph depends on: every task's kind,
+  // resource, link, latency, work and wire bytes, every effect and dependency, in the order they
+  // were added, the baseline and comm_compute_slowdown (not the tasks' names, bytes or FLOPs,
+  // which only traces and the executor read). Two graphs with the same fingerprint simulate the
+  // same; the planner reuses one's outcome for the other (two different graphs collide with
+  // probability ~2^-128 per pair).
   // REQUIRES: !finalized() (finalize() reorders what it hashes).
   GraphFingerprint fingerprint() const;
   // Empties the graph, keeping its buffers' capacity for the next build.
@@ -150,6 +152,7 @@ class StepGraph {
   std::vector<MemEffect> scratch_effects_;
   std::vector<uint32_t> scratch_offsets_;
   std::vector<std::pair<TaskId, TaskId>> edges_;  // (before, after)
+  std::vector<std::pair<TaskId, TaskId>> scratch_edges_;
   std::vector<uint32_t> in_degree_;
   std::array<std::vector<TaskId>, kNumResources> order_;
   DagGraph dag_;
