@@ -151,12 +151,14 @@ int main(int argc, char** argv) {
     j["evaluation"] = {{"configs", cands.size()},
                        {"pruned", pruned_stats.pruned},
                        {"simulated", pruned_stats.simulated},
+                       {"simulated_equivalent_to_an_earlier_one", pruned_stats.steps_reused},
                        {"configs_per_s_per_core_1_thread", n / pruned_one},
                        {"configs_per_s_per_core_all_threads", n / pruned_all / cores}};
     j["raw"] = {{"configs", cands.size()},
                 {"pruned", 0},
                 {"graphs_run", reuse_stats.graphs_run},
                 {"graphs_reused", reuse_stats.graphs_reused},
+                {"configs_equivalent_to_an_earlier_one", reuse_stats.steps_reused},
                 {"simulated_per_s_per_core_1_thread", per_core_1},
                 {"simulated_per_s_per_core_all_threads", per_core_all},
                 {"simulated_per_s_per_core_1_thread_every_graph", per_core_no_reuse},
@@ -179,11 +181,15 @@ int main(int argc, char** argv) {
   std::printf("raw evaluation as the search runs it: %zu configs, %zu pruned by the analytic "
               "bound, %zu simulated:\n",
               cands.size(), pruned_stats.pruned, pruned_stats.simulated);
+  std::printf("  %zu of the simulated were equivalent to one already simulated (no graph built)\n",
+              pruned_stats.steps_reused);
   std::printf("  1 thread          %.3f s = %.0f configs/s per core   target >= 10000\n",
               pruned_one, n / pruned_one);
   std::printf("  %d threads         %.3f s = %.0f configs/s per core\n", cores, pruned_all,
               n / pruned_all / cores);
   std::printf("every config simulated (none pruned), %zu configs:\n", cands.size());
+  std::printf("  configs           %zu equivalent to one already simulated (no graph built)\n",
+              reuse_stats.steps_reused);
   std::printf("  graphs            %zu run through the engine, %zu identical to one already run\n",
               reuse_stats.graphs_run, reuse_stats.graphs_reused);
   std::printf("  1 thread          %.3f s = %.0f configs/s per core\n", one_thread, per_core_1);

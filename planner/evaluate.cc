@@ -74,6 +74,8 @@ Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, boo
   sim::SimulateOptions options;
   options.workspace = workspace;
   options.analytic_memory = false;  // computed above already
+  // evaluate_all's workspaces serve one problem: equivalent configs share one simulation.
+  options.reuse_steps = true;
   const sim::StepResult r =
       sim::simulate_step(problem.model, problem.cluster, config, problem.workload, options);
   e.simulated = true;
@@ -115,7 +117,7 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::atomic<bool> failed{false};
-  std::atomic<size_t> graphs_run{0}, graphs_reused{0};
+  std::atomic<size_t> graphs_run{0}, graphs_reused{0}, steps_reused{0};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto work = [&](bool reports) {
@@ -147,6 +149,7 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
     }
     graphs_run += workspace.simulated;
     graphs_reused += workspace.reused;
+    steps_reused += workspace.steps_reused;
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, false);
@@ -166,6 +169,7 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
     s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     s.graphs_run = graphs_run;
     s.graphs_reused = graphs_reused;
+    s.steps_reused = steps_reused;
     *stats = s;
   }
   return evals;

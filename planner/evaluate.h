@@ -76,6 +76,8 @@ struct SearchStats {
   // identical one instead; they depend on how threads shared the work (benchmarks only).
   size_t graphs_run = 0;
   size_t graphs_reused = 0;
+  // Simulated configs answered whole from an equivalent one (sim::SimWorkspace::steps).
+  size_t steps_reused = 0;
 };
 
 // One candidate, on the calling thread. `workspace` (optional) keeps the simulator's buffers

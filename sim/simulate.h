@@ -56,39 +56,6 @@ struct GraphOutcome {
   uint64_t events = 0;
 };
 
-struct GraphFingerprintHash {
-  size_t operator()(const GraphFingerprint& f) const { return static_cast<size_t>(f.lo); }
-};
-
-// Buffers simulate_step reuses between calls instead of allocating them each time; keep one per
-// thread when simulating many configurations (the planner does).
-//
-// It also remembers the outcome of every graph it simulated, by fingerprint: configurations that
-// differ only in knobs that leave a micro-step unchanged (a prefetch bucket smaller than every
-// module, say) build identical graphs, and the second one reuses the first one's outcome instead
-// of running the engine again. The outcome is a function of the graph alone, so results are
-// identical with or without it, and whatever order threads meet the graphs in.
-struct SimWorkspace {
-  Simulator simulator;
-  StepGraph graph;
-  EngineResult result;
-  bool reuse_outcomes = true;  // false: run the engine on every graph (benchmarks)
-  std::unordered_map<GraphFingerprint, GraphOutcome, GraphFingerprintHash> outcomes;
-  size_t reused = 0;     // graphs answered from `outcomes`
-  size_t simulated = 0;  // graphs run through the engine
-};
-
-struct SimulateOptions {
-  bool every_micro_step = false;
-  uint64_t shuffle_seed = 0;          // tests: shuffle equal-time events
-  TraceWriter* trace = nullptr;       // if set, receives every task and memory sample (implies
-                                      // every_micro_step)
-  MicroStepObserver observer;         // if set: like trace (implies every_micro_step and memory
-                                      // samples)
-  SimWorkspace* workspace = nullptr;  // optional reusable buffers
-  bool analytic_memory = true;        // also fill StepResult::analytic (the planner has it already)
-};
-
 struct StepResult {
   double step_time_s = 0;
   std::vector<double> micro_step_s;  // the simulated micro-steps (distinct ones by default)
@@ -119,6 +86,44 @@ struct StepResult {
   // One line: what the step time is made of, e.g.
   // "compute 64%, exposed all-gather 29%, exposed reduce-scatter 5%, CPU optimizer 2%".
   std::string bottleneck() const;
+};
+
+// Buffers simulate_step reuses between calls instead of allocating them each time; keep one per
+// thread when simulating many configurations (the planner does).
+//
+// It also remembers the outcome of every graph it simulated, by fingerprint: configurations that
+// differ only in knobs that leave a micro-step unchanged (a prefetch bucket smaller than every
+// module, say) build identical graphs, and the second one reuses the first one's outcome instead
+// of running the engine again. The outcome is a function of the graph alone, so results are
+// identical with or without it, and whatever order threads meet the graphs in.
+struct SimWorkspace {
+  Simulator simulator;
+  StepGraph graph;
+  EngineResult result;
+  bool reuse_outcomes = true;  // false: run the engine on every graph (benchmarks)
+  std::unordered_map<GraphFingerprint, GraphOutcome, GraphFingerprintHash> outcomes;
+  size_t reused = 0;     // graphs answered from `outcomes`
+  size_t simulated = 0;  // graphs run through the engine
+  // With SimulateOptions::reuse_steps: whole results by a key of the configuration (every field
+  // the builder reads, with a prefetch window that changes no graph counted as none), so that a
+  // configuration equivalent to one already simulated skips building its graphs too.
+  std::unordered_map<GraphFingerprint, StepResult, GraphFingerprintHash> steps;
+  size_t steps_reused = 0;  // simulate_step calls answered from `steps`
+};
+
+struct SimulateOptions {
+  bool every_micro_step = false;
+  uint64_t shuffle_seed = 0;          // tests: shuffle equal-time events
+  TraceWriter* trace = nullptr;       // if set, receives every task and memory sample (implies
+                                      // every_micro_step)
+  MicroStepObserver observer;         // if set: like trace (implies every_micro_step and memory
+                                      // samples)
+  SimWorkspace* workspace = nullptr;  // optional reusable buffers
+  bool analytic_memory = true;        // also fill StepResult::analytic (the planner has it already)
+  // Reuse the workspace's whole results (SimWorkspace::steps). Only for a workspace that serves
+  // one (model, cluster, workload), as the planner's per-search workspaces do; needs
+  // analytic_memory false (the analytic view reads knobs the graphs do not).
+  bool reuse_steps = false;
 };
 
 // REQUIRES: config passed validate_ds_config for cluster.gpus.

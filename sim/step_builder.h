@@ -55,6 +55,12 @@ class StepBuilder {
   // gas - 1, whose final memory the optimizer step starts from.
   std::vector<std::pair<int, int>> distinct_micro_steps() const;
 
+  // Stage 3's prefetch window is min(stage3_prefetch_bucket_size, stage3_max_live_parameters),
+  // read nowhere else. Any window below this bound builds the same graphs as a window of 0 (see
+  // build_stage3): the reach it adds needs kFetchLookahead + 1 consecutive fetches to fit.
+  // Infinite when nothing is fetched.
+  static double inert_prefetch_window(const ZeroSizes& sizes);
+
   const ZeroSizes& sizes() const { return sizes_; }
   const ActivationPlan& activations() const { return acts_; }
   // Model states and persistent buffers per rank (persistent_memory of sizes()).

@@ -1,6 +1,8 @@
 // Stage 3's forward and backward: parameter fetches, their prefetch and release, and the
 // reduce-scatter of gradient buckets. "ref §x" = reference/deepspeed_internals.md.
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "hardware/cost_model.h"
 #include "sim/step_builder.h"
@@ -25,6 +27,19 @@ struct Use {
 };
 
 }  // namespace
+
+double StepBuilder::inert_prefetch_window(const ZeroSizes& sizes) {
+  // A window below kFetchLookahead + 1 times the smallest fetch holds no kFetchLookahead + 1
+  // consecutive fetches, so the reach computed in build_stage3 stays kFetchLookahead.
+  double smallest = 0;
+  for (const std::vector<double>& layer : sizes.module_fetch) {
+    for (double f : layer) {
+      if (f > 0 && (smallest == 0 || f < smallest)) smallest = f;
+    }
+  }
+  if (smallest == 0) return std::numeric_limits<double>::infinity();
+  return (kFetchLookahead + 1) * smallest;
+}
 
 void StepBuilder::build_stage3(Ctx& c) const {
   const ZeroConfig& z = config_.zero;

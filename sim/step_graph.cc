@@ -45,49 +45,9 @@ void StepGraph::effect(TaskId id, bool at_end, Tier tier, Category category, dou
   effect_owner_.push_back(id);
 }
 
-namespace {
-
-// Four accumulators taking 64-bit words in turn, each a round of xxHash64 (so they run in
-// parallel, not in one chain of multiplies); two differently seeded mixes of them make 128 bits.
-class Hasher {
- public:
-  void add(uint64_t w) {
-    uint64_t& acc = lane_[n_++ & 3];
-    acc = rotl(acc + w * kPrime2, 31) * kPrime1;
-  }
-  void add(double d) {
-    uint64_t w;
-    std::memcpy(&w, &d, sizeof w);
-    add(w);
-  }
-  GraphFingerprint finish() const {
-    uint64_t lo = rotl(lane_[0], 1) + rotl(lane_[1], 7) + rotl(lane_[2], 12) + rotl(lane_[3], 18);
-    uint64_t hi = lane_[0] ^ rotl(lane_[1], 23) ^ rotl(lane_[2], 41) ^ rotl(lane_[3], 57);
-    return {fmix(lo ^ n_), fmix(hi + kPrime1 * n_)};
-  }
-
- private:
-  static constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ull;
-  static constexpr uint64_t kPrime2 = 0xC2B2AE3D27D4EB4Full;
-  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  // MurmurHash3's finalizer.
-  static uint64_t fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xFF51AFD7ED558CCDull;
-    k ^= k >> 33;
-    k *= 0xC4CEB9FE1A85EC53ull;
-    k ^= k >> 33;
-    return k;
-  }
-  uint64_t lane_[4] = {0x60EA27EEADC0B5D6ull, 0xC2B2AE3D27D4EB4Full, 0x0ull, 0x61C8864E7A143579ull};
-  uint64_t n_ = 0;
-};
-
-}  // namespace
-
 GraphFingerprint StepGraph::fingerprint() const {
   assert(!finalized_);
-  Hasher h;
+  Fingerprinter h;
   h.add(static_cast<uint64_t>(tasks_.size()));
   // What the engine and the outcome read of a task; its names (micro_step, layer, index), its
   // bytes and FLOPs are for traces and the executor, and leave the simulation unchanged.

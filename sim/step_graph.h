@@ -28,6 +28,7 @@
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 
 #include "hardware/cost_model.h"
+#include "sim/fingerprint.h"
 #include "sim/memory_model.h"
 
 namespace zplan::sim {
@@ -98,12 +99,6 @@ struct Task {
 
 using TaskId = uint32_t;
 using DagGraph = boost::compressed_sparse_row_graph<boost::directedS>;
-
-// 128 bits identifying a graph's content (see StepGraph::fingerprint).
-struct GraphFingerprint {
-  uint64_t lo = 0, hi = 0;
-  bool operator==(const GraphFingerprint& o) const { return lo == o.lo && hi == o.hi; }
-};
 
 class StepGraph {
  public:
