@@ -274,11 +274,13 @@ int run_validate(ValidateCliOptions o) {
 
 void setup_validate_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<ValidateCliOptions>();
-  o->setup.precision = "fp32";  // the executor trains in fp32
+  o->setup.default_precision = "fp32";  // the executor trains in fp32
   CLI::App* sub = app.add_subcommand(
       "validate",
       "run one step for real (MPI ranks on the CPU) and compare it with the simulation");
   add_setup_options(*sub, o->setup, /*zero_flags=*/true);
+  sub->get_option("--precision")
+      ->description("bf16, fp16 or fp32 (default: fp32, as the executor trains)");
   // --ranks is validate's name for --gpus: one rank stands for one device.
   sub->get_option("--gpus")->required(false)->group("");
   sub->add_option("--ranks", o->ranks, "ranks (devices) to run; re-launches under mpirun if > 1")

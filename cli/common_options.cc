@@ -34,7 +34,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--micro-batch", o.micro_batch, "train_micro_batch_size_per_gpu");
   app.add_option("--gas", o.gradient_accumulation, "gradient_accumulation_steps");
   app.add_option("--global-batch", o.global_batch, "train_batch_size (samples per optimizer step)");
-  app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->capture_default_str();
+  app.add_option("--precision", o.precision,
+                 "bf16, fp16 or fp32 (default: bf16; fp16 on GPUs without bf16, such as V100)");
   app.add_option("--checkpointing", o.checkpointing,
                  "activation checkpointing: none or full (default: the ds_config's)");
   app.add_flag("--no-flash-attention", o.no_flash_attention,
@@ -71,6 +72,12 @@ sim::Precision parse_precision(const std::string& text, const std::string& flag)
   throw InputError(flag, "must be bf16, fp16 or fp32, got '" + text + "'");
 }
 
+sim::Precision resolve_precision(const SetupOptions& o, const hardware::GpuSpec& gpu) {
+  if (!o.precision.empty()) return parse_precision(o.precision, "--precision");
+  if (!o.default_precision.empty()) return parse_precision(o.default_precision, "--precision");
+  return gpu.arch == hardware::Arch::kVolta ? sim::Precision::kFp16 : sim::Precision::kBf16;
+}
+
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
   if (text.empty() || text == "none") return sim::OffloadDevice::kNone;
   if (text == "cpu") return sim::OffloadDevice::kCpu;
@@ -99,7 +106,7 @@ namespace {
 // A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults for everything not given.
 sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context) {
   nlohmann::json j = nlohmann::json::object();
-  sim::Precision p = parse_precision(o.precision, "--precision");
+  const sim::Precision p = context.auto_precision;
   if (p == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
   if (p == sim::Precision::kFp16) j["fp16"] = {{"enabled", true}};
   nlohmann::json z = nlohmann::json::object();
@@ -155,7 +162,8 @@ Setup resolve_setup(const SetupOptions& o) {
   context.micro_batch = o.micro_batch;
   context.gradient_accumulation_steps = o.gradient_accumulation;
   context.train_batch_size = o.global_batch;
-  context.auto_precision = parse_precision(o.precision, "--precision");
+  context.auto_precision = resolve_precision(o, cluster.profile.gpu);
+  context.precision_from_flag = !o.precision.empty();
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context)
                                              : sim::load_ds_config(o.ds_config, context);
   if (o.checkpointing == "none") config.activation_checkpointing.enabled = false;

@@ -37,8 +37,9 @@ struct SetupOptions {
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> gradient_accumulation;
   std::optional<int64_t> global_batch;
-  std::string precision = "bf16";
-  std::string checkpointing;  // "", "none", "full"
+  std::string precision;          // --precision as given; empty: default_precision
+  std::string default_precision;  // empty: bf16, or fp16 on GPUs without bf16 (V100)
+  std::string checkpointing;      // "", "none", "full"
   bool no_flash_attention = false;
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
@@ -79,6 +80,9 @@ models::Model resolve_model(const SetupOptions& options);
 hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
 sim::Precision parse_precision(const std::string& text, const std::string& flag);
+// --precision, else the default: default_precision if set, else bf16 where the GPU has it and
+// fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.
+sim::Precision resolve_precision(const SetupOptions& options, const hardware::GpuSpec& gpu);
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag);
 
 // "12.3 GiB" with one decimal (binary units, as nvidia-smi and PyTorch report memory).

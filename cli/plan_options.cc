@@ -76,7 +76,7 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
       {},
       {}};
   r.problem.workload = resolve_workload(o.setup, r.problem.model);
-  r.problem.precision = parse_precision(o.setup.precision, "--precision");
+  r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
   if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
   r.problem.nvme_path = o.setup.nvme_path;
   for (int i = 0; i < planner::kNumKnobs; ++i) {

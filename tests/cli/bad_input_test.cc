@@ -100,6 +100,21 @@ TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
   }
 }
 
+TEST_CASE("a --precision must agree with --ds-config, as --micro-batch must", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) +
+                             " --model 125m --gpus 8 --hw a100 --ds-config "
+                             "examples/ds_configs/zero2.json ";
+    RunResult r = run_zplan(base + "--precision fp32");
+    expect_one_line_error(r, 1, "/bf16: is enabled in the file (bf16 training), but --precision "
+                                "says fp32");
+    CHECK(r.err.find("examples/ds_configs/zero2.json") != std::string::npos);
+    CHECK(run_zplan(base + "--precision bf16").exit_code == 0);
+    CHECK(run_zplan(base).exit_code == 0);
+  }
+}
+
 TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
   // Take the stock a100 profile and break it in two ways.
   std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");

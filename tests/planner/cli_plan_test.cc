@@ -81,6 +81,26 @@ TEST_CASE("nothing fits: exit 3, the nearest miss and what would fit", "[planner
   CHECK_FALSE(path_exists(dir.file("x.json")));
 }
 
+TEST_CASE("without --precision, GPUs that have no bf16 (V100) are planned in fp16",
+          "[planner][cli]") {
+  const std::string v100 = "sweep --model 125m --gpus 8 --hw v100 --stage 2 --micro-batch 1 ";
+  RunResult r = run_zplan(v100 + "--json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["workload"]["precision"] == "fp16");
+  // An explicit bf16 is planned as asked (the plan's notes warn about it).
+  RunResult bf16 = run_zplan(v100 + "--json --precision bf16");
+  REQUIRE(bf16.exit_code == 0);
+  CHECK(nlohmann::json::parse(bf16.out)["workload"]["precision"] == "bf16");
+  RunResult a100 = run_zplan("sweep --model 125m --gpus 8 --hw a100 --stage 2 --micro-batch 1 --json");
+  REQUIRE(a100.exit_code == 0);
+  CHECK(nlohmann::json::parse(a100.out)["workload"]["precision"] == "bf16");
+  // The single-config commands follow the same default.
+  RunResult memory = run_zplan("memory --model 125m --gpus 8 --hw v100 --stage 2 --json");
+  REQUIRE(memory.exit_code == 0);
+  CHECK(nlohmann::json::parse(memory.out)["ds_config"]["fp16"]["enabled"] == true);
+}
+
 TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {
   for (const char* cmd : {"plan", "sweep"}) {
     const std::string base = std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 ";
