@@ -123,10 +123,16 @@ TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[
   std::string zero_bw = stock;
   size_t at = zero_bw.find("\"intra_busbw_gbps\": ");
   zero_bw.replace(at, zero_bw.find(',', at) - at, "\"intra_busbw_gbps\": 0");
-  TempFile a(no_memory, "a.json"), b(zero_bw, "b.json");
+  // A launch latency of 1e16 us overflowed the simulator's int64 nanoseconds (MFU 1015%).
+  std::string slow_launch = stock;
+  at = slow_launch.find("\"kernel_launch_us\": ");
+  slow_launch.replace(at, slow_launch.find_first_of(",\n", at) - at, "\"kernel_launch_us\": 1e16");
+  TempFile a(no_memory, "a.json"), b(zero_bw, "b.json"), c(slow_launch, "c.json");
   expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + a.path), 1, "/gpu/memory");
   expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + b.path), 1,
                         "/node/intra_busbw_gbps");
+  expect_one_line_error(run_zplan("simulate --model 125m --gpus 8 --hw " + c.path + " --stage 2"),
+                        1, "c.json: /gpu/kernel_launch_us: 1e16 is out of range (0 to 1e6 us)");
 }
 
 TEST_CASE("outputs are never written over an existing file without --force", "[cli]") {
