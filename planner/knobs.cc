@@ -260,6 +260,10 @@ std::string format_knob_values(Knob k, const KnobValues& values) {
 
 void KnobRequest::set(Knob k, KnobValues values) { values_[index(k)] = std::move(values); }
 
+std::string KnobRequest::source(Knob k) const {
+  return sources_[index(k)].empty() ? knob_flag(k) : sources_[index(k)];
+}
+
 void KnobRequest::set_from_text(Knob k, const std::string& text) {
   set(k, parse_knob_values(k, text, knob_flag(k)));
 }
@@ -279,7 +283,8 @@ void KnobRequest::set_from_assignment(const std::string& assignment, const std::
     throw InputError(where, std::string("knob '") + knob_name(*k) + "' is given twice (" +
                                 knob_flag(*k) + " and --knob set the same thing)");
   }
-  set(*k, parse_knob_values(*k, assignment.substr(eq + 1), where + " " + knob_name(*k)));
+  set(*k, parse_knob_values(*k, assignment.substr(eq + 1), where + " " + name));
+  sources_[index(*k)] = where + " " + name;
 }
 
 }  // namespace zplan::planner

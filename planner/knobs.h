@@ -71,6 +71,9 @@ std::string format_knob_values(Knob k, const KnobValues& values);
 class KnobRequest {
  public:
   bool given(Knob k) const { return values_[index(k)].has_value(); }
+  // How the user wrote knob `k`, for messages: its flag ("--prefetch-bucket"), or "--knob NAME"
+  // with the name as written ("--knob stage3_prefetch_bucket_size").
+  std::string source(Knob k) const;
   // REQUIRES: given(k).
   const KnobValues& values(Knob k) const { return *values_[index(k)]; }
   // REQUIRES: values is not empty.
@@ -83,6 +86,7 @@ class KnobRequest {
 
  private:
   std::array<std::optional<KnobValues>, kNumKnobs> values_;
+  std::array<std::string, kNumKnobs> sources_;  // empty: the knob's flag
 };
 
 }  // namespace zplan::planner

@@ -56,10 +56,10 @@ void check_triples(const SearchSpace& s) {
       for (Knob o : triple) {
         if (o == k || !s.given[index(o)]) continue;
         if (!others.empty()) others += " and ";
-        others += std::string(knob_flag(o)) + " " + join_values(o, s.values[index(o)]);
+        others += s.source[index(o)] + " " + join_values(o, s.values[index(o)]);
       }
-      throw InputError(knob_flag(k), format_knob_value(k, v) + " cannot be combined with " +
-                                         others + ": " + rule);
+      throw InputError(s.source[index(k)], format_knob_value(k, v) + " cannot be combined with " +
+                                               others + ": " + rule);
     }
   }
 }
@@ -93,7 +93,9 @@ void check_stage_knobs(const SearchSpace& s) {
   };
   for (const Rule& r : rules) {
     if (s.given[index(r.knob)] && !any_stage(r.stages)) {
-      throw InputError(knob_flag(r.knob), std::string(r.why) + ", but --stage is " + stage_list);
+      throw InputError(
+          s.source[index(r.knob)],
+          std::string(r.why) + ", but " + s.source[index(Knob::kStage)] + " is " + stage_list);
     }
   }
 }
@@ -150,7 +152,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
   plan.per_gpu = plan.global_batch / dp;
   if (plan.per_gpu > sim::kMaxBatchCount) {
     throw InputError(flag, std::to_string(plan.per_gpu) + " samples per GPU is more than the " +
-                         std::to_string(sim::kMaxBatchCount) + " zplan plans for");
+                               std::to_string(sim::kMaxBatchCount) + " zplan plans for");
   }
   return plan;
 }
@@ -346,6 +348,7 @@ SearchSpace resolve_search_space(const Problem& problem, const KnobRequest& knob
   for (int i = 0; i < kNumKnobs; ++i) {
     Knob k = static_cast<Knob>(i);
     s.given[i] = knobs.given(k);
+    s.source[i] = knobs.source(k);
     s.values[i] = s.given[i] ? knobs.values(k) : dedupe(default_list(k, hidden));
   }
   s.values[index(Knob::kMicroBatch)] = micro_batches(problem, knobs, batch, s.batch, &s.notes);

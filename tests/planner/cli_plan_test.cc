@@ -117,6 +117,14 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(base + "--seq-len 0"), 1, "--seq-len: must be positive");
     // The limit named is the one enforced.
     expect_one_line_error(run_zplan(base + "--reduce-bucket 1e16"), 1, "out of range (1 to 1e15)");
+    // A knob set with --knob is named as the user wrote it, not by the flag they did not use.
+    expect_one_line_error(run_zplan(base + "--knob stage3_prefetch_bucket_size=1e6 --stage 1"), 1,
+                          "zplan: --knob stage3_prefetch_bucket_size: only ZeRO stage 3 reads it, "
+                          "but --stage is 1");
+    expect_one_line_error(run_zplan(base + "--knob stage=1 --max-live 1e8"), 1,
+                          "zplan: --max-live: only ZeRO stage 3 reads it, but --knob stage is 1");
+    expect_one_line_error(run_zplan(base + "--knob offload_param=cpu --stage 2"), 1,
+                          "zplan: --knob offload_param: cpu cannot be combined with --stage 2");
   }
   expect_one_line_error(run_zplan("sweep --model 1.3b --gpus 8 --hw a100 --top -1"), 1,
                         "--top: must be 0");
