@@ -5,20 +5,9 @@
 
 #include "models/catalog.h"
 #include "models/input_error.h"
+#include "planner/knobs.h"
 
 namespace zplan::cli {
-
-namespace {
-
-// Bucket sizes are given as element counts, often in scientific notation ("5e8").
-int64_t element_count(double value, const std::string& flag) {
-  if (!std::isfinite(value) || value < 0 || value > 9.2e18 || std::floor(value) != value) {
-    throw InputError(flag, "must be a whole number of elements >= 0, got " + std::to_string(value));
-  }
-  return static_cast<int64_t>(value);
-}
-
-}  // namespace
 
 void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--model", o.model,
@@ -112,16 +101,30 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   nlohmann::json z = nlohmann::json::object();
   int stage = o.stage.value_or(0);
   z["stage"] = stage;
-  auto put = [&](const char* key, const std::optional<double>& v, const char* flag) {
-    if (v) z[key] = element_count(*v, flag);
-  };
-  put("reduce_bucket_size", o.reduce_bucket_size, "--reduce-bucket");
-  put("allgather_bucket_size", o.allgather_bucket_size, "--allgather-bucket");
-  put("stage3_prefetch_bucket_size", o.prefetch_bucket_size, "--prefetch-bucket");
-  put("stage3_max_live_parameters", o.max_live_parameters, "--max-live");
-  put("stage3_param_persistence_threshold", o.param_persistence_threshold,
-      "--persistence-threshold");
-  put("sub_group_size", o.sub_group_size, "--sub-group-size");
+  // The size flags are the planner's knobs, one value each: the same syntax, ranges and errors.
+  // A stage-3-only one with a lower stage is refused, as the planner refuses it, rather than
+  // silently unused. (Flags several stages read, like --reduce-bucket, are accepted with any
+  // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh.)
+  using planner::Knob;
+  const std::pair<Knob, const std::optional<std::string>*> sizes[] = {
+      {Knob::kReduceBucket, &o.reduce_bucket_size},
+      {Knob::kAllgatherBucket, &o.allgather_bucket_size},
+      {Knob::kPrefetchBucket, &o.prefetch_bucket_size},
+      {Knob::kMaxLive, &o.max_live_parameters},
+      {Knob::kPersistenceThreshold, &o.param_persistence_threshold},
+      {Knob::kSubGroupSize, &o.sub_group_size}};
+  for (const auto& [knob, text] : sizes) {
+    if (!*text) continue;
+    z[planner::knob_name(knob)] = planner::parse_knob_value(knob, **text, planner::knob_flag(knob));
+    const bool stage3_only =
+        planner::stage_ignores(knob, 3) == nullptr && planner::stage_ignores(knob, 2) != nullptr;
+    if (stage3_only && stage < 3) {
+      throw InputError(planner::knob_flag(knob),
+                       std::string(planner::stage_ignores(knob, stage)) + ", but " +
+                           (o.stage ? "--stage is " + std::to_string(stage)
+                                    : std::string("no --stage was given (stage 0)")));
+    }
+  }
   if (o.overlap_comm) z["overlap_comm"] = *o.overlap_comm;
   sim::OffloadDevice opt = parse_offload(o.offload_optimizer, "--offload-optimizer");
   sim::OffloadDevice par = parse_offload(o.offload_param, "--offload-param");

@@ -46,12 +46,13 @@ struct SetupOptions {
   std::optional<int> stage;
   std::string offload_optimizer;  // none | cpu | nvme
   std::string offload_param;
-  std::optional<double> reduce_bucket_size;
-  std::optional<double> allgather_bucket_size;
-  std::optional<double> prefetch_bucket_size;
-  std::optional<double> max_live_parameters;
-  std::optional<double> param_persistence_threshold;
-  std::optional<double> sub_group_size;
+  // Sizes in elements as written ("5e8"), read as the planner reads its lists' items.
+  std::optional<std::string> reduce_bucket_size;
+  std::optional<std::string> allgather_bucket_size;
+  std::optional<std::string> prefetch_bucket_size;
+  std::optional<std::string> max_live_parameters;
+  std::optional<std::string> param_persistence_threshold;
+  std::optional<std::string> sub_group_size;
   std::optional<bool> overlap_comm;
   std::string nvme_path = "/local_nvme";
 };

@@ -233,6 +233,33 @@ KnobValues parse_knob_values(Knob knob, const std::string& text, const std::stri
   return out;
 }
 
+int64_t parse_knob_value(Knob knob, const std::string& text, const std::string& where) {
+  const KnobInfo& k = info(knob);
+  const std::string item = trim(text);
+  return k.type == Type::kOffload || k.type == Type::kOnOff ? parse_word(k, item, where)
+                                                            : parse_number(k, item, where);
+}
+
+const char* stage_ignores(Knob k, int64_t stage) {
+  switch (k) {
+    case Knob::kReduceBucket:
+      return stage == 0 ? "ZeRO stage 0 does not read it (it all-reduces in fixed 5e8-element "
+                          "pieces)"
+                        : nullptr;
+    case Knob::kOverlapComm:
+      return stage == 0 ? "ZeRO stage 0 does not read it" : nullptr;
+    case Knob::kAllgatherBucket:
+      return stage == 1 || stage == 2 ? nullptr : "only ZeRO stages 1 and 2 read it";
+    case Knob::kPrefetchBucket:
+    case Knob::kMaxLive:
+    case Knob::kPersistenceThreshold:
+    case Knob::kSubGroupSize:
+      return stage == 3 ? nullptr : "only ZeRO stage 3 reads it";
+    default:
+      return nullptr;
+  }
+}
+
 std::string format_knob_value(Knob knob, int64_t v) {
   const KnobInfo& k = info(knob);
   switch (k.type) {

@@ -68,34 +68,17 @@ void check_triples(const SearchSpace& s) {
 void check_stage_knobs(const SearchSpace& s) {
   if (!s.given[index(Knob::kStage)]) return;
   const KnobValues& stages = s.values[index(Knob::kStage)];
-  const std::string stage_list = join_values(Knob::kStage, stages);
-  auto any_stage = [&](std::initializer_list<int64_t> wanted) {
-    for (int64_t w : wanted) {
-      if (contains(stages, w)) return true;
+  for (int i = 0; i < kNumKnobs; ++i) {
+    const Knob k = static_cast<Knob>(i);
+    if (!s.given[i]) continue;
+    const char* why = nullptr;
+    for (int64_t stage : stages) {
+      why = stage_ignores(k, stage);
+      if (why == nullptr) break;
     }
-    return false;
-  };
-  struct Rule {
-    Knob knob;
-    std::initializer_list<int64_t> stages;
-    const char* why;
-  };
-  const Rule rules[] = {
-      {Knob::kReduceBucket,
-       {1, 2, 3},
-       "ZeRO stage 0 does not read it (it all-reduces in fixed 5e8-element pieces)"},
-      {Knob::kOverlapComm, {1, 2, 3}, "ZeRO stage 0 does not read it"},
-      {Knob::kAllgatherBucket, {1, 2}, "only ZeRO stages 1 and 2 read it"},
-      {Knob::kPrefetchBucket, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kMaxLive, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kPersistenceThreshold, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kSubGroupSize, {3}, "only ZeRO stage 3 reads it"},
-  };
-  for (const Rule& r : rules) {
-    if (s.given[index(r.knob)] && !any_stage(r.stages)) {
-      throw InputError(
-          s.source[index(r.knob)],
-          std::string(r.why) + ", but " + s.source[index(Knob::kStage)] + " is " + stage_list);
+    if (why != nullptr) {
+      throw InputError(s.source[i], std::string(why) + ", but " + s.source[index(Knob::kStage)] +
+                                        " is " + join_values(Knob::kStage, stages));
     }
   }
 }

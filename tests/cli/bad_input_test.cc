@@ -115,6 +115,49 @@ TEST_CASE("a --precision must agree with --ds-config, as --micro-batch must", "[
   }
 }
 
+TEST_CASE("stage-3-only flags with a lower stage are refused, as the planner refuses them",
+          "[cli]") {
+  const char* const stage3_only[] = {"--prefetch-bucket 1e6", "--max-live 1e8",
+                                     "--persistence-threshold 1e5", "--sub-group-size 1e8"};
+  const std::string validate = "validate --model tiny-mlp-s --ranks 1 --hw examples/cpu-2core.json";
+  for (const char* flag : stage3_only) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    for (const char* cmd : kSetupCommands) {
+      INFO(cmd << " " << flag);
+      const std::string base = std::string(cmd) + " --model 125m --gpus 8 --hw a100 ";
+      expect_one_line_error(run_zplan(base + "--stage 1 " + flag), 1,
+                            name + ": only ZeRO stage 3 reads it, but --stage is 1");
+      expect_one_line_error(run_zplan(base + flag), 1,
+                            name + ": only ZeRO stage 3 reads it, but no --stage was given");
+      CHECK(run_zplan(base + "--stage 3 " + flag).exit_code == 0);
+    }
+    INFO("validate " << flag);
+    expect_one_line_error(run_zplan(validate + " --stage 2 " + flag), 1,
+                          name + ": only ZeRO stage 3 reads it, but --stage is 2");
+  }
+  // Flags that several stages read stay accepted with any stage (one set of flags runs a whole
+  // stage matrix, scripts/validate-matrix.sh).
+  CHECK(run_zplan("memory --model 125m --gpus 8 --hw a100 --stage 0 --reduce-bucket 2e6")
+            .exit_code == 0);
+}
+
+TEST_CASE("size flags of the single-config commands have the planner's ranges", "[cli]") {
+  const std::string validate = "validate --model tiny-mlp-s --ranks 1 --hw examples/cpu-2core.json";
+  for (const std::string& cmd :
+       {std::string("memory --model 125m --gpus 8 --hw a100"),
+        std::string("simulate --model 125m --gpus 8 --hw a100"), validate}) {
+    INFO(cmd);
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --reduce-bucket 1e30"), 1,
+                          "--reduce-bucket: '1e30' is out of range (1 to 1e15)");
+    expect_one_line_error(run_zplan(cmd + " --stage 3 --prefetch-bucket 2e15"), 1,
+                          "--prefetch-bucket: '2e15' is out of range (0 to 1e15)");
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --allgather-bucket 2.5"), 1,
+                          "--allgather-bucket: '2.5' is not a whole number");
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --reduce-bucket 0"), 1,
+                          "--reduce-bucket: '0' is out of range");
+  }
+}
+
 TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
   // Take the stock a100 profile and break it in two ways.
   std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");
