@@ -1,5 +1,6 @@
 #include "cli/common_options.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -54,10 +55,16 @@ bool any_zero_flag(const SetupOptions& o) {
          o.overlap_comm;
 }
 
+std::string lower_case(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 sim::Precision parse_precision(const std::string& text, const std::string& flag) {
-  if (text == "bf16") return sim::Precision::kBf16;
-  if (text == "fp16") return sim::Precision::kFp16;
-  if (text == "fp32") return sim::Precision::kFp32;
+  const std::string t = lower_case(text);
+  if (t == "bf16") return sim::Precision::kBf16;
+  if (t == "fp16") return sim::Precision::kFp16;
+  if (t == "fp32") return sim::Precision::kFp32;
   throw InputError(flag, "must be bf16, fp16 or fp32, got '" + text + "'");
 }
 
@@ -68,10 +75,15 @@ sim::Precision resolve_precision(const SetupOptions& o, const hardware::GpuSpec&
 }
 
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
-  if (text.empty() || text == "none") return sim::OffloadDevice::kNone;
-  if (text == "cpu") return sim::OffloadDevice::kCpu;
-  if (text == "nvme") return sim::OffloadDevice::kNvme;
-  throw InputError(flag, "must be none, cpu or nvme, got '" + text + "'");
+  if (text.empty()) return sim::OffloadDevice::kNone;
+  // The planner's reading of its --offload-* lists, for one value (0 none, 1 cpu, 2 nvme).
+  return static_cast<sim::OffloadDevice>(
+      planner::parse_knob_value(planner::Knob::kOffloadOptimizer, text, flag));
+}
+
+std::optional<bool> parse_checkpointing(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return planner::parse_knob_value(planner::Knob::kCheckpointing, text, "--checkpointing") != 0;
 }
 
 models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
@@ -137,7 +149,9 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
     if (par == sim::OffloadDevice::kNvme) z["offload_param"]["nvme_path"] = o.nvme_path;
   }
   j["zero_optimization"] = z;
-  if (o.checkpointing == "full") j["activation_checkpointing"] = nlohmann::json::object();
+  if (parse_checkpointing(o.checkpointing).value_or(false)) {
+    j["activation_checkpointing"] = nlohmann::json::object();
+  }
   // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
   sim::ParseContext c = context;
   if (!c.micro_batch && !c.train_batch_size) c.micro_batch = 1;
@@ -153,9 +167,7 @@ Setup resolve_setup(const SetupOptions& o) {
                      "give either a ds_config file or ZeRO flags (--stage, "
                      "--offload-*, bucket sizes), not both");
   }
-  if (!o.checkpointing.empty() && o.checkpointing != "none" && o.checkpointing != "full") {
-    throw InputError("--checkpointing", "must be none or full, got '" + o.checkpointing + "'");
-  }
+  const std::optional<bool> checkpointing = parse_checkpointing(o.checkpointing);
   models::Model model = resolve_model(o);
   hardware::Cluster cluster = resolve_cluster(o);
   sim::Workload workload = resolve_workload(o, model);
@@ -169,8 +181,7 @@ Setup resolve_setup(const SetupOptions& o) {
   context.precision_from_flag = !o.precision.empty();
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context)
                                              : sim::load_ds_config(o.ds_config, context);
-  if (o.checkpointing == "none") config.activation_checkpointing.enabled = false;
-  if (o.checkpointing == "full") config.activation_checkpointing.enabled = true;
+  if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
   return Setup{std::move(model), std::move(cluster), std::move(config), workload};
 }
 

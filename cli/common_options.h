@@ -80,11 +80,15 @@ Setup resolve_setup(const SetupOptions& options);
 models::Model resolve_model(const SetupOptions& options);
 hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
+// Enum-valued flags are read case-insensitively ("BF16", "CPU", "Full"), as the planner's lists.
+std::string lower_case(std::string text);
 sim::Precision parse_precision(const std::string& text, const std::string& flag);
 // --precision, else the default: default_precision if set, else bf16 where the GPU has it and
 // fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.
 sim::Precision resolve_precision(const SetupOptions& options, const hardware::GpuSpec& gpu);
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag);
+// --checkpointing: nullopt when not given (the ds_config decides), else none/full (off/on, ...).
+std::optional<bool> parse_checkpointing(const std::string& text);
 
 // "12.3 GiB" with one decimal (binary units, as nvidia-smi and PyTorch report memory).
 std::string format_gib(double bytes);

@@ -158,6 +158,34 @@ TEST_CASE("size flags of the single-config commands have the planner's ranges", 
   }
 }
 
+TEST_CASE("enum-valued flags are read case-insensitively by every command", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) + " --model 125m --gpus 8 --hw a100 --stage 3 ";
+    RunResult upper =
+        run_zplan(base + "--precision FP16 --offload-optimizer CPU --offload-param Nvme "
+                         "--checkpointing FULL --json");
+    RunResult lower =
+        run_zplan(base + "--precision fp16 --offload-optimizer cpu --offload-param nvme "
+                         "--checkpointing full --json");
+    INFO(upper.err);
+    CHECK(upper.exit_code == 0);
+    CHECK(upper.out == lower.out);
+    // Words that are no value in any case are still refused, naming the flag.
+    expect_one_line_error(run_zplan(base + "--precision BF17"), 1, "--precision");
+    expect_one_line_error(run_zplan(base + "--offload-optimizer GPU"), 1, "--offload-optimizer");
+    expect_one_line_error(run_zplan(base + "--checkpointing most"), 1, "--checkpointing");
+  }
+  // plan and sweep read the same options.
+  RunResult sweep = run_zplan(
+      "sweep --model 125m --gpus 8 --hw a100 --stage 2 --micro-batch 1 --offload-optimizer CPU "
+      "--checkpointing FULL --precision BF16 --json");
+  INFO(sweep.err);
+  CHECK(sweep.exit_code == 0);
+  CHECK(run_zplan("memory --model 125m --gpus 8 --hw a100 --compat DeepSpeed-Estimator")
+            .exit_code == 0);
+}
+
 TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
   // Take the stock a100 profile and break it in two ways.
   std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");
