@@ -151,8 +151,12 @@ bool parse_range(const KnobInfo& k, const std::string& item, const std::string& 
     if (step_kind == '*') throw InputError(where, "'" + item + "': use A-B:STEP for integers");
     int64_t step = 1;
     if (step_kind == '+') {
-      KnobInfo any = {k.name, k.flag, Type::kInteger, 1, k.max};
+      KnobInfo any = {k.name, k.flag, Type::kInteger, -kMaxElements, kMaxElements};
       step = parse_number(any, step_text, where);
+      if (step < 1) {
+        throw InputError(where,
+                         "'" + item + "': the step must be a positive integer, got " + step_text);
+      }
     }
     for (int64_t v = from; v <= to; v += step) add_value(out, v, where);
     return true;
