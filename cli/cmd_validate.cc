@@ -257,7 +257,7 @@ int run_validate(ValidateCliOptions o) {
       print_report(std::cout, s, report, o.ranks);
       if (!o.trace.empty()) std::cout << "  measured trace written to " << o.trace << '\n';
       if (o.max_error_pct) {
-        std::cout << strformat("  %s: largest checked error %.1f%% (limit %.1f%%)\n",
+        std::cout << strformat("  %s: largest checked error %.3g%% (limit %.3g%%)\n",
                                failed ? "FAILED" : "passed", 100 * report.max_checked_error(),
                                *o.max_error_pct);
       }
