@@ -279,6 +279,10 @@ void setup_validate_command(CLI::App& app, Action* action) {
       "validate",
       "run one step for real (MPI ranks on the CPU) and compare it with the simulation");
   add_setup_options(*sub, o->setup, /*zero_flags=*/true);
+  sub->get_option("--nvme-path")
+      ->description(
+          "nvme_path of NVMe offload; without --swap-dir, the swap files go there if it is a "
+          "writable directory");
   sub->get_option("--precision")
       ->description("bf16, fp16 or fp32 (default: fp32, as the executor trains)");
   // --ranks is validate's name for --gpus: one rank stands for one device.

@@ -44,7 +44,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "stage3_param_persistence_threshold (elements)");
   app.add_option("--sub-group-size", o.sub_group_size, "sub_group_size (elements)");
   app.add_option("--overlap-comm", o.overlap_comm, "overlap_comm: true or false");
-  app.add_option("--nvme-path", o.nvme_path, "nvme_path written for NVMe offload")
+  app.add_option("--nvme-path", o.nvme_path,
+                 "nvme_path of NVMe offload (a setting of the config: nothing is written there)")
       ->capture_default_str();
 }
 

@@ -55,7 +55,8 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
       ->capture_default_str();
   app.add_option("--threads", o.threads,
                  "threads evaluating configs (default: every core); results never depend on it");
-  app.add_option("--nvme-path", o.setup.nvme_path, "nvme_path written for NVMe offload")
+  app.add_option("--nvme-path", o.setup.nvme_path,
+                 "nvme_path the written ds_config gives NVMe offload")
       ->capture_default_str();
   app.add_option("--report", o.report,
                  "also write a self-contained HTML report (scatter, memory, timeline) here");

@@ -186,6 +186,28 @@ TEST_CASE("enum-valued flags are read case-insensitively by every command", "[cl
             .exit_code == 0);
 }
 
+// The --nvme-path line of a command's --help.
+std::string nvme_path_help(const std::string& cmd) {
+  RunResult r = run_zplan(cmd + " --help");
+  CHECK(r.exit_code == 0);
+  const size_t at = r.out.find("--nvme-path");
+  if (at == std::string::npos) return "";
+  // The description may wrap: take the option's block up to the next option.
+  return r.out.substr(at, r.out.find("\n  -", at) - at);
+}
+
+TEST_CASE("the --nvme-path help says what each command does with the path", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    std::string help = nvme_path_help(cmd);
+    CHECK(help.find("nothing is written there") != std::string::npos);
+  }
+  std::string validate = nvme_path_help("validate");
+  CHECK(validate.find("swap files go there") != std::string::npos);
+  std::string plan = nvme_path_help("plan");
+  CHECK(plan.find("ds_config") != std::string::npos);
+}
+
 TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
   // Take the stock a100 profile and break it in two ways.
   std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");
