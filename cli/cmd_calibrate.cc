@@ -29,9 +29,10 @@ struct CalibrateCliOptions {
 };
 
 calibrate::Sweep parse_sweep(const std::string& text) {
-  if (text == "quick") return calibrate::Sweep::kQuick;
-  if (text == "full") return calibrate::Sweep::kFull;
-  if (text == "tiny") return calibrate::Sweep::kTiny;
+  const std::string t = lower_case(text);
+  if (t == "quick") return calibrate::Sweep::kQuick;
+  if (t == "full") return calibrate::Sweep::kFull;
+  if (t == "tiny") return calibrate::Sweep::kTiny;
   throw InputError("--sweep", "must be quick or full, got '" + text + "'");
 }
 

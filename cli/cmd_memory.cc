@@ -62,8 +62,8 @@ int run_estimator(const MemoryOptions& o) {
     auto rows = [](const std::vector<sim::EstimatorRow>& v) {
       nlohmann::json a = nlohmann::json::array();
       for (const auto& r : v) {
-        a.push_back({{"options", r.options}, {"cpu_bytes", r.cpu_bytes},
-                     {"gpu_bytes", r.gpu_bytes}});
+        a.push_back(
+            {{"options", r.options}, {"cpu_bytes", r.cpu_bytes}, {"gpu_bytes", r.gpu_bytes}});
       }
       return a;
     };
@@ -73,11 +73,11 @@ int run_estimator(const MemoryOptions& o) {
     return kExitOk;
   }
   std::cout << "# DeepSpeed's estimators (model states only: no activations, buckets or runtime)\n"
-            << strformat("# %s: total_params=%lld, largest_layer_params=%lld, "
-                         "num_gpus_per_node=%d, num_nodes=%d\n",
-                         model.name().c_str(), static_cast<long long>(model.num_params()),
-                         static_cast<long long>(model.largest_module_params()), per_node,
-                         cluster.nodes);
+            << strformat(
+                   "# %s: total_params=%lld, largest_layer_params=%lld, "
+                   "num_gpus_per_node=%d, num_nodes=%d\n",
+                   model.name().c_str(), static_cast<long long>(model.num_params()),
+                   static_cast<long long>(model.largest_module_params()), per_node, cluster.nodes);
   auto print = [](const char* title, const std::vector<sim::EstimatorRow>& v) {
     std::cout << '\n' << title << '\n';
     Table t({"per CPU", "per GPU", "options", "cpu bytes", "gpu bytes"},
@@ -95,7 +95,7 @@ int run_estimator(const MemoryOptions& o) {
 
 int run_memory(const MemoryOptions& o) {
   if (!o.compat.empty()) {
-    if (o.compat != "deepspeed-estimator") {
+    if (lower_case(o.compat) != "deepspeed-estimator") {
       throw InputError("--compat", "must be deepspeed-estimator, got '" + o.compat + "'");
     }
     return run_estimator(o);
@@ -103,8 +103,8 @@ int run_memory(const MemoryOptions& o) {
   Setup setup = resolve_setup(o.setup);
   const bool single = !o.setup.ds_config.empty() || any_zero_flag(o.setup);
   if (single) {
-    sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, setup.config,
-                                              setup.workload);
+    sim::MemoryReport r =
+        sim::analyze_memory(setup.model, setup.cluster, setup.config, setup.workload);
     if (o.json) {
       nlohmann::json j = setup_to_json(setup);
       j["memory"] = memory_report_to_json(r);
@@ -123,8 +123,8 @@ int run_memory(const MemoryOptions& o) {
     nlohmann::json rows = nlohmann::json::array();
     for (const sim::DsConfig& c : configs) {
       sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, c, setup.workload);
-      rows.push_back({{"ds_config", sim::ds_config_to_json(c)},
-                      {"memory", memory_report_to_json(r)}});
+      rows.push_back(
+          {{"ds_config", sim::ds_config_to_json(c)}, {"memory", memory_report_to_json(r)}});
     }
     j["combinations"] = rows;
     std::cout << j.dump(2) << '\n';
@@ -141,25 +141,26 @@ int run_memory(const MemoryOptions& o) {
     sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, c, setup.workload);
     const auto& g = r[sim::Tier::kGpu];
     sim::Category dom = g.at_peak.dominant();
-    std::string why = r.fits() ? "yes"
+    std::string why = r.fits()        ? "yes"
                       : !r.gpu_fits() ? strformat("no: GPU short %.1f GiB", r.gpu_short_by() / kGiB)
                       : !r.host_fits() ? "no: host"
                                        : "no: NVMe";
     double nvme = r[sim::Tier::kNvme].peak_bytes;
-    t.add_row({std::to_string(c.zero.stage),
-               sim::offload_device_name(c.zero.offload_optimizer.device),
-               c.zero.stage == 3 ? sim::offload_device_name(c.zero.offload_param.device) : "-",
-               strformat("%.1f", g.peak_bytes / kGiB), sim::phase_name(g.peak_phase),
-               strformat("%s %.0f%%", sim::category_name(dom), 100.0 * g.at_peak[dom] / g.peak_bytes),
-               strformat("%.1f", r.host_peak_bytes / kGiB),
-               nvme > 0 ? strformat("%.1f", nvme / kGiB) : "-", why});
+    t.add_row(
+        {std::to_string(c.zero.stage), sim::offload_device_name(c.zero.offload_optimizer.device),
+         c.zero.stage == 3 ? sim::offload_device_name(c.zero.offload_param.device) : "-",
+         strformat("%.1f", g.peak_bytes / kGiB), sim::phase_name(g.peak_phase),
+         strformat("%s %.0f%%", sim::category_name(dom), 100.0 * g.at_peak[dom] / g.peak_bytes),
+         strformat("%.1f", r.host_peak_bytes / kGiB),
+         nvme > 0 ? strformat("%.1f", nvme / kGiB) : "-", why});
   }
   t.print(std::cout, "  ");
-  std::cout << strformat("\n  capacity: GPU %.1f GiB, host %.0f GiB per node, NVMe %.0f GiB per "
-                         "node; details: zplan memory ... --stage N [--offload-optimizer cpu]\n",
-                         setup.cluster.profile.gpu.memory_bytes / kGiB,
-                         setup.cluster.profile.node.host_memory_bytes / kGiB,
-                         setup.cluster.profile.node.nvme_capacity_bytes / kGiB);
+  std::cout << strformat(
+      "\n  capacity: GPU %.1f GiB, host %.0f GiB per node, NVMe %.0f GiB per "
+      "node; details: zplan memory ... --stage N [--offload-optimizer cpu]\n",
+      setup.cluster.profile.gpu.memory_bytes / kGiB,
+      setup.cluster.profile.node.host_memory_bytes / kGiB,
+      setup.cluster.profile.node.nvme_capacity_bytes / kGiB);
   return kExitOk;
 }
 

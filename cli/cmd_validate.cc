@@ -278,7 +278,7 @@ int run_validate(ValidateCliOptions o) {
       print_report(std::cout, s, report, o.ranks);
       if (!o.trace.empty()) std::cout << "  measured trace written to " << o.trace << '\n';
       if (o.max_error_pct) {
-        std::cout << strformat("  %s: largest checked error %.1f%% (limit %.1f%%)\n",
+        std::cout << strformat("  %s: largest checked error %.3g%% (limit %.3g%%)\n",
                                failed ? "FAILED" : "passed", 100 * report.max_checked_error(),
                                *o.max_error_pct);
       }
@@ -295,12 +295,18 @@ int run_validate(ValidateCliOptions o) {
 
 void setup_validate_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<ValidateCliOptions>();
-  o->setup.precision = "fp32";  // the executor trains in fp32
+  o->setup.default_precision = "fp32";  // the executor trains in fp32
   CLI::App* sub = app.add_subcommand(
       "validate",
       "run one step for real (MPI ranks on the CPU, or on GPUs with --device cuda) and compare "
       "it with the simulation");
   add_setup_options(*sub, o->setup, /*zero_flags=*/true);
+  sub->get_option("--nvme-path")
+      ->description(
+          "nvme_path of NVMe offload; without --swap-dir, the swap files go there if it is a "
+          "writable directory");
+  sub->get_option("--precision")
+      ->description("bf16, fp16 or fp32 (default: fp32, as the executor trains)");
   // --ranks is validate's name for --gpus: one rank stands for one device.
   sub->get_option("--gpus")->required(false)->group("");
   sub->add_option("--ranks", o->ranks, "ranks (devices) to run; re-launches under mpirun if > 1")

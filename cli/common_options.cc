@@ -1,24 +1,14 @@
 #include "cli/common_options.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
 #include "models/catalog.h"
 #include "models/input_error.h"
+#include "planner/knobs.h"
 
 namespace zplan::cli {
-
-namespace {
-
-// Bucket sizes are given as element counts, often in scientific notation ("5e8").
-int64_t element_count(double value, const std::string& flag) {
-  if (!std::isfinite(value) || value < 0 || value > 9.2e18 || std::floor(value) != value) {
-    throw InputError(flag, "must be a whole number of elements >= 0, got " + std::to_string(value));
-  }
-  return static_cast<int64_t>(value);
-}
-
-}  // namespace
 
 void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--model", o.model,
@@ -34,7 +24,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--micro-batch", o.micro_batch, "train_micro_batch_size_per_gpu");
   app.add_option("--gas", o.gradient_accumulation, "gradient_accumulation_steps");
   app.add_option("--global-batch", o.global_batch, "train_batch_size (samples per optimizer step)");
-  app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->capture_default_str();
+  app.add_option("--precision", o.precision,
+                 "bf16, fp16 or fp32 (default: bf16; fp16 on GPUs without bf16, such as V100)");
   app.add_option("--checkpointing", o.checkpointing,
                  "activation checkpointing: none or full (default: the ds_config's)");
   app.add_flag("--no-flash-attention", o.no_flash_attention,
@@ -53,7 +44,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "stage3_param_persistence_threshold (elements)");
   app.add_option("--sub-group-size", o.sub_group_size, "sub_group_size (elements)");
   app.add_option("--overlap-comm", o.overlap_comm, "overlap_comm: true or false");
-  app.add_option("--nvme-path", o.nvme_path, "nvme_path written for NVMe offload")
+  app.add_option("--nvme-path", o.nvme_path,
+                 "nvme_path of NVMe offload (a setting of the config: nothing is written there)")
       ->capture_default_str();
 }
 
@@ -64,18 +56,35 @@ bool any_zero_flag(const SetupOptions& o) {
          o.overlap_comm;
 }
 
+std::string lower_case(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 sim::Precision parse_precision(const std::string& text, const std::string& flag) {
-  if (text == "bf16") return sim::Precision::kBf16;
-  if (text == "fp16") return sim::Precision::kFp16;
-  if (text == "fp32") return sim::Precision::kFp32;
+  const std::string t = lower_case(text);
+  if (t == "bf16") return sim::Precision::kBf16;
+  if (t == "fp16") return sim::Precision::kFp16;
+  if (t == "fp32") return sim::Precision::kFp32;
   throw InputError(flag, "must be bf16, fp16 or fp32, got '" + text + "'");
 }
 
+sim::Precision resolve_precision(const SetupOptions& o, const hardware::GpuSpec& gpu) {
+  if (!o.precision.empty()) return parse_precision(o.precision, "--precision");
+  if (!o.default_precision.empty()) return parse_precision(o.default_precision, "--precision");
+  return gpu.arch == hardware::Arch::kVolta ? sim::Precision::kFp16 : sim::Precision::kBf16;
+}
+
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
-  if (text.empty() || text == "none") return sim::OffloadDevice::kNone;
-  if (text == "cpu") return sim::OffloadDevice::kCpu;
-  if (text == "nvme") return sim::OffloadDevice::kNvme;
-  throw InputError(flag, "must be none, cpu or nvme, got '" + text + "'");
+  if (text.empty()) return sim::OffloadDevice::kNone;
+  // The planner's reading of its --offload-* lists, for one value (0 none, 1 cpu, 2 nvme).
+  return static_cast<sim::OffloadDevice>(
+      planner::parse_knob_value(planner::Knob::kOffloadOptimizer, text, flag));
+}
+
+std::optional<bool> parse_checkpointing(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return planner::parse_knob_value(planner::Knob::kCheckpointing, text, "--checkpointing") != 0;
 }
 
 models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
@@ -99,22 +108,36 @@ namespace {
 // A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults for everything not given.
 sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context) {
   nlohmann::json j = nlohmann::json::object();
-  sim::Precision p = parse_precision(o.precision, "--precision");
+  const sim::Precision p = context.auto_precision;
   if (p == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
   if (p == sim::Precision::kFp16) j["fp16"] = {{"enabled", true}};
   nlohmann::json z = nlohmann::json::object();
   int stage = o.stage.value_or(0);
   z["stage"] = stage;
-  auto put = [&](const char* key, const std::optional<double>& v, const char* flag) {
-    if (v) z[key] = element_count(*v, flag);
-  };
-  put("reduce_bucket_size", o.reduce_bucket_size, "--reduce-bucket");
-  put("allgather_bucket_size", o.allgather_bucket_size, "--allgather-bucket");
-  put("stage3_prefetch_bucket_size", o.prefetch_bucket_size, "--prefetch-bucket");
-  put("stage3_max_live_parameters", o.max_live_parameters, "--max-live");
-  put("stage3_param_persistence_threshold", o.param_persistence_threshold,
-      "--persistence-threshold");
-  put("sub_group_size", o.sub_group_size, "--sub-group-size");
+  // The size flags are the planner's knobs, one value each: the same syntax, ranges and errors.
+  // A stage-3-only one with a lower stage is refused, as the planner refuses it, rather than
+  // silently unused. (Flags several stages read, like --reduce-bucket, are accepted with any
+  // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh.)
+  using planner::Knob;
+  const std::pair<Knob, const std::optional<std::string>*> sizes[] = {
+      {Knob::kReduceBucket, &o.reduce_bucket_size},
+      {Knob::kAllgatherBucket, &o.allgather_bucket_size},
+      {Knob::kPrefetchBucket, &o.prefetch_bucket_size},
+      {Knob::kMaxLive, &o.max_live_parameters},
+      {Knob::kPersistenceThreshold, &o.param_persistence_threshold},
+      {Knob::kSubGroupSize, &o.sub_group_size}};
+  for (const auto& [knob, text] : sizes) {
+    if (!*text) continue;
+    z[planner::knob_name(knob)] = planner::parse_knob_value(knob, **text, planner::knob_flag(knob));
+    const bool stage3_only =
+        planner::stage_ignores(knob, 3) == nullptr && planner::stage_ignores(knob, 2) != nullptr;
+    if (stage3_only && stage < 3) {
+      throw InputError(planner::knob_flag(knob),
+                       std::string(planner::stage_ignores(knob, stage)) + ", but " +
+                           (o.stage ? "--stage is " + std::to_string(stage)
+                                    : std::string("no --stage was given (stage 0)")));
+    }
+  }
   if (o.overlap_comm) z["overlap_comm"] = *o.overlap_comm;
   sim::OffloadDevice opt = parse_offload(o.offload_optimizer, "--offload-optimizer");
   sim::OffloadDevice par = parse_offload(o.offload_param, "--offload-param");
@@ -127,7 +150,9 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
     if (par == sim::OffloadDevice::kNvme) z["offload_param"]["nvme_path"] = o.nvme_path;
   }
   j["zero_optimization"] = z;
-  if (o.checkpointing == "full") j["activation_checkpointing"] = nlohmann::json::object();
+  if (parse_checkpointing(o.checkpointing).value_or(false)) {
+    j["activation_checkpointing"] = nlohmann::json::object();
+  }
   // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
   sim::ParseContext c = context;
   if (!c.micro_batch && !c.train_batch_size) c.micro_batch = 1;
@@ -143,9 +168,7 @@ Setup resolve_setup(const SetupOptions& o) {
                      "give either a ds_config file or ZeRO flags (--stage, "
                      "--offload-*, bucket sizes), not both");
   }
-  if (!o.checkpointing.empty() && o.checkpointing != "none" && o.checkpointing != "full") {
-    throw InputError("--checkpointing", "must be none or full, got '" + o.checkpointing + "'");
-  }
+  const std::optional<bool> checkpointing = parse_checkpointing(o.checkpointing);
   models::Model model = resolve_model(o);
   hardware::Cluster cluster = resolve_cluster(o);
   sim::Workload workload = resolve_workload(o, model);
@@ -155,11 +178,11 @@ Setup resolve_setup(const SetupOptions& o) {
   context.micro_batch = o.micro_batch;
   context.gradient_accumulation_steps = o.gradient_accumulation;
   context.train_batch_size = o.global_batch;
-  context.auto_precision = parse_precision(o.precision, "--precision");
+  context.auto_precision = resolve_precision(o, cluster.profile.gpu);
+  context.precision_from_flag = !o.precision.empty();
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context)
                                              : sim::load_ds_config(o.ds_config, context);
-  if (o.checkpointing == "none") config.activation_checkpointing.enabled = false;
-  if (o.checkpointing == "full") config.activation_checkpointing.enabled = true;
+  if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
   return Setup{std::move(model), std::move(cluster), std::move(config), workload};
 }
 

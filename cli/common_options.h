@@ -37,20 +37,22 @@ struct SetupOptions {
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> gradient_accumulation;
   std::optional<int64_t> global_batch;
-  std::string precision = "bf16";
-  std::string checkpointing;  // "", "none", "full"
+  std::string precision;          // --precision as given; empty: default_precision
+  std::string default_precision;  // empty: bf16, or fp16 on GPUs without bf16 (V100)
+  std::string checkpointing;      // "", "none", "full"
   bool no_flash_attention = false;
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
   std::optional<int> stage;
   std::string offload_optimizer;  // none | cpu | nvme
   std::string offload_param;
-  std::optional<double> reduce_bucket_size;
-  std::optional<double> allgather_bucket_size;
-  std::optional<double> prefetch_bucket_size;
-  std::optional<double> max_live_parameters;
-  std::optional<double> param_persistence_threshold;
-  std::optional<double> sub_group_size;
+  // Sizes in elements as written ("5e8"), read as the planner reads its lists' items.
+  std::optional<std::string> reduce_bucket_size;
+  std::optional<std::string> allgather_bucket_size;
+  std::optional<std::string> prefetch_bucket_size;
+  std::optional<std::string> max_live_parameters;
+  std::optional<std::string> param_persistence_threshold;
+  std::optional<std::string> sub_group_size;
   std::optional<bool> overlap_comm;
   std::string nvme_path = "/local_nvme";
 };
@@ -78,8 +80,15 @@ Setup resolve_setup(const SetupOptions& options);
 models::Model resolve_model(const SetupOptions& options);
 hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
+// Enum-valued flags are read case-insensitively ("BF16", "CPU", "Full"), as the planner's lists.
+std::string lower_case(std::string text);
 sim::Precision parse_precision(const std::string& text, const std::string& flag);
+// --precision, else the default: default_precision if set, else bf16 where the GPU has it and
+// fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.
+sim::Precision resolve_precision(const SetupOptions& options, const hardware::GpuSpec& gpu);
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag);
+// --checkpointing: nullopt when not given (the ds_config decides), else none/full (off/on, ...).
+std::optional<bool> parse_checkpointing(const std::string& text);
 
 // "12.3 GiB" with one decimal (binary units, as nvidia-smi and PyTorch report memory).
 std::string format_gib(double bytes);

@@ -55,7 +55,8 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
       ->capture_default_str();
   app.add_option("--threads", o.threads,
                  "threads evaluating configs (default: every core); results never depend on it");
-  app.add_option("--nvme-path", o.setup.nvme_path, "nvme_path written for NVMe offload")
+  app.add_option("--nvme-path", o.setup.nvme_path,
+                 "nvme_path the written ds_config gives NVMe offload")
       ->capture_default_str();
   app.add_option("--report", o.report,
                  "also write a self-contained HTML report (scatter, memory, timeline) here");
@@ -76,7 +77,7 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
       {},
       {}};
   r.problem.workload = resolve_workload(o.setup, r.problem.model);
-  r.problem.precision = parse_precision(o.setup.precision, "--precision");
+  r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
   if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
   r.problem.nvme_path = o.setup.nvme_path;
   for (int i = 0; i < planner::kNumKnobs; ++i) {

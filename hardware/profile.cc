@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,19 +61,60 @@ int read_enum(const JsonReader& r, std::string_view key, const char* const (&nam
          "must be one of " + list + "; got " + describe_json_value(r.json().at(std::string(key))));
 }
 
-// A required positive number in file units, converted to SI by `scale`. The product must stay a
-// positive finite double (1e300 GB/s would overflow to infinity).
-double positive(const JsonReader& r, std::string_view key, double scale) {
-  double v = r.positive_number(key) * scale;
-  if (!std::isfinite(v)) r.fail(key, "is too large");
-  if (!(v > 0)) r.fail(key, "is too small");
+// The accepted range of a measured value, in file units (docs/formats.md, "Ranges"). The bounds
+// keep every duration the simulator derives from a profile far inside its int64-nanosecond clock
+// (+-292 years): a latency of at most 1 s, and a bandwidth or rate no slower than 1 MB/s,
+// 1 GFLOP/s or 1000 params/s, put even a trillion-parameter step at days, not centuries. The
+// upper ends lie a thousand times past any hardware; only a typo or a unit slip reaches them.
+struct Range {
+  double min;
+  bool min_excluded;  // true: the value must be above min (a capacity or bandwidth of 0 is no use)
+  double max;
+  const char* unit;
+};
+constexpr Range kLatencyRange = {0, false, 1e6, "us"};         // up to 1 s
+constexpr Range kBandwidthRange = {1e-3, false, 1e6, "GB/s"};  // 1 MB/s to 1 PB/s
+constexpr Range kFlopsRange = {1e-3, false, 1e6, "TFLOP/s"};   // 1 GFLOP/s to 1 EFLOP/s
+constexpr Range kMparamsRange = {1e-3, false, 1e6, "M params/s"};
+constexpr Range kCapacityRange = {0, true, 1e6, "GiB"};  // up to 1 PiB
+constexpr Range kOverheadRange = {0, false, 1e6, "GiB"};
+constexpr Range kUsPerMbRange = {0, true, 1e6, "us/MB"};  // the inverse of >= 1 MB/s
+constexpr Range kPointBytesRange = {0, true, 1e15, "bytes"};
+constexpr Range kPointSecondsRange = {0, true, 1e6, "s"};
+
+// "1e6", "0.001", "1e15": %g without the exponent's '+' and leading zeros.
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  std::string t = buf;
+  size_t e = t.find('e');
+  if (e != std::string::npos) {
+    size_t digits = e + 1;
+    if (digits < t.size() && t[digits] == '+') t.erase(digits, 1);
+    if (digits < t.size() && t[digits] == '-') ++digits;
+    while (digits + 1 < t.size() && t[digits] == '0') t.erase(digits, 1);
+  }
+  return t;
+}
+
+// Checks a number already read against `range`; `fail` reports the problem at its place.
+template <typename Fail>
+double check_range(double v, const Range& range, Fail fail) {
+  const bool low = range.min_excluded ? !(v > range.min) : !(v >= range.min);
+  if (low || !(v <= range.max)) {
+    fail(short_number(v) + " is out of range (" + (range.min_excluded ? "above " : "") +
+         short_number(range.min) + " to " + short_number(range.max) + " " + range.unit + ")");
+  }
   return v;
 }
 
-double non_negative(const JsonReader& r, std::string_view key, double scale) {
-  double v = r.non_negative_number(key) * scale;
-  if (!std::isfinite(v)) r.fail(key, "is too large");
-  return v;
+// A required number in file units within `range`, converted to SI units by `scale`.
+double in_range(const JsonReader& r, std::string_view key, const Range& range, double scale) {
+  // Signs first, with the reader's own message ("must be positive"), then the range.
+  double v =
+      range.min > 0 || range.min_excluded ? r.positive_number(key) : r.non_negative_number(key);
+  check_range(v, range, [&](const std::string& problem) { r.fail(key, problem); });
+  return v * scale;
 }
 
 double fraction(const JsonReader& r, std::string_view key) {
@@ -116,10 +158,10 @@ GpuSpec read_gpu(const JsonReader& r) {
   GpuSpec g;
   g.name = r.string("name");
   g.arch = static_cast<Arch>(read_enum(r, "arch", kArchNames));
-  g.memory_bytes = positive(r, "memory_gib", kGiB);
-  g.peak_flops_per_s = positive(r, "peak_tflops", kTflops);
-  g.peak_fp32_flops_per_s = positive(r, "peak_fp32_tflops", kTflops);
-  g.hbm_bw_bytes_per_s = positive(r, "hbm_gbps", kGBps);
+  g.memory_bytes = in_range(r, "memory_gib", kCapacityRange, kGiB);
+  g.peak_flops_per_s = in_range(r, "peak_tflops", kFlopsRange, kTflops);
+  g.peak_fp32_flops_per_s = in_range(r, "peak_fp32_tflops", kFlopsRange, kTflops);
+  g.hbm_bw_bytes_per_s = in_range(r, "hbm_gbps", kBandwidthRange, kGBps);
   g.hbm_efficiency = fraction(r, "hbm_efficiency");
   JsonReader curve = r.require_array("gemm_efficiency");
   if (curve.size() == 0) r.fail("gemm_efficiency", "must have at least one [flops, efficiency]");
@@ -136,7 +178,7 @@ GpuSpec read_gpu(const JsonReader& r) {
   g.attention_efficiency = fraction(r, "attention_efficiency");
   g.comm_compute_slowdown = unit_interval(r, "comm_compute_slowdown");
   g.framework_efficiency = fraction(r, "framework_efficiency");
-  g.kernel_launch_s = non_negative(r, "kernel_launch_us", kUs);
+  g.kernel_launch_s = in_range(r, "kernel_launch_us", kLatencyRange, kUs);
   return g;
 }
 
@@ -153,36 +195,37 @@ NodeSpec read_node(const JsonReader& r, Arch arch) {
   if (arch == Arch::kCpu && n.intra_link != IntraLink::kSharedMemory) {
     r.fail("intra_link", "must be \"shm\" for a cpu device (gpu.arch is \"cpu\")");
   }
-  n.intra_busbw_bytes_per_s = positive(r, "intra_busbw_gbps", kGBps);
+  n.intra_busbw_bytes_per_s = in_range(r, "intra_busbw_gbps", kBandwidthRange, kGBps);
   if (r.has("nvls_busbw_gbps")) {
     if (n.intra_link != IntraLink::kNvlink || (arch != Arch::kHopper && arch != Arch::kBlackwell)) {
       r.fail("nvls_busbw_gbps",
              "NVLink SHARP needs intra_link \"nvlink\" and a hopper or "
              "blackwell GPU");
     }
-    n.nvls_busbw_bytes_per_s = positive(r, "nvls_busbw_gbps", kGBps);
+    n.nvls_busbw_bytes_per_s = in_range(r, "nvls_busbw_gbps", kBandwidthRange, kGBps);
   }
   if (n.intra_link == IntraLink::kSharedMemory) {
-    n.intra_latency_s = non_negative(r, "intra_latency_us", kUs);
+    n.intra_latency_s = in_range(r, "intra_latency_us", kLatencyRange, kUs);
   } else if (r.has("intra_latency_us")) {
     r.fail("intra_latency_us",
            "only used with intra_link \"shm\" (NCCL's per-hop latencies "
            "apply to nvlink and pcie)");
   }
-  n.h2d_pinned_bytes_per_s = positive(r, "h2d_pinned_gbps", kGBps);
-  n.d2h_pinned_bytes_per_s = positive(r, "d2h_pinned_gbps", kGBps);
-  n.h2d_pageable_bytes_per_s = positive(r, "h2d_pageable_gbps", kGBps);
-  n.d2h_pageable_bytes_per_s = positive(r, "d2h_pageable_gbps", kGBps);
+  n.h2d_pinned_bytes_per_s = in_range(r, "h2d_pinned_gbps", kBandwidthRange, kGBps);
+  n.d2h_pinned_bytes_per_s = in_range(r, "d2h_pinned_gbps", kBandwidthRange, kGBps);
+  n.h2d_pageable_bytes_per_s = in_range(r, "h2d_pageable_gbps", kBandwidthRange, kGBps);
+  n.d2h_pageable_bytes_per_s = in_range(r, "d2h_pageable_gbps", kBandwidthRange, kGBps);
   n.gpus_per_pcie_switch = count(r, "gpus_per_pcie_switch", 1);
-  n.pcie_uplink_bytes_per_s = positive(r, "pcie_uplink_gbps", kGBps);
+  n.pcie_uplink_bytes_per_s = in_range(r, "pcie_uplink_gbps", kBandwidthRange, kGBps);
   n.cpu_vendor = static_cast<CpuVendor>(read_enum(r, "cpu_vendor", kCpuVendorNames));
   n.cpu_cores = count(r, "cpu_cores", 1);
-  n.host_memory_bytes = positive(r, "host_memory_gib", kGiB);
-  n.host_memory_bw_bytes_per_s = positive(r, "host_memory_gbps", kGBps);
-  n.cpu_adam_params_per_s_per_core = positive(r, "cpu_adam_mparams_per_s_per_core", kMparams);
-  n.nvme_read_bytes_per_s = positive(r, "nvme_read_gbps", kGBps);
-  n.nvme_write_bytes_per_s = positive(r, "nvme_write_gbps", kGBps);
-  n.nvme_capacity_bytes = positive(r, "nvme_capacity_gib", kGiB);
+  n.host_memory_bytes = in_range(r, "host_memory_gib", kCapacityRange, kGiB);
+  n.host_memory_bw_bytes_per_s = in_range(r, "host_memory_gbps", kBandwidthRange, kGBps);
+  n.cpu_adam_params_per_s_per_core =
+      in_range(r, "cpu_adam_mparams_per_s_per_core", kMparamsRange, kMparams);
+  n.nvme_read_bytes_per_s = in_range(r, "nvme_read_gbps", kBandwidthRange, kGBps);
+  n.nvme_write_bytes_per_s = in_range(r, "nvme_write_gbps", kBandwidthRange, kGBps);
+  n.nvme_capacity_bytes = in_range(r, "nvme_capacity_gib", kCapacityRange, kGiB);
   return n;
 }
 
@@ -190,8 +233,8 @@ NetworkSpec read_network(const JsonReader& r) {
   r.reject_unknown_keys({"nics_per_node", "nic_gbps", "latency_us"});
   NetworkSpec n;
   n.nics_per_node = count(r, "nics_per_node", 0);
-  n.nic_bw_bytes_per_s = positive(r, "nic_gbps", kGBps);
-  n.latency_s = non_negative(r, "latency_us", kUs);
+  n.nic_bw_bytes_per_s = in_range(r, "nic_gbps", kBandwidthRange, kGBps);
+  n.latency_s = in_range(r, "latency_us", kLatencyRange, kUs);
   return n;
 }
 
@@ -199,15 +242,15 @@ RuntimeSpec read_runtime(const JsonReader& r) {
   r.reject_unknown_keys(
       {"cuda_context_gib", "nccl_buffer_gib", "allocator_fragmentation", "host_process_gib"});
   RuntimeSpec rt;
-  rt.cuda_context_bytes = non_negative(r, "cuda_context_gib", kGiB);
-  rt.nccl_buffer_bytes = non_negative(r, "nccl_buffer_gib", kGiB);
+  rt.cuda_context_bytes = in_range(r, "cuda_context_gib", kOverheadRange, kGiB);
+  rt.nccl_buffer_bytes = in_range(r, "nccl_buffer_gib", kOverheadRange, kGiB);
   rt.allocator_fragmentation = r.non_negative_number("allocator_fragmentation");
   if (!(rt.allocator_fragmentation < 1)) {
     r.fail("allocator_fragmentation",
            "must be a fraction below 1, got " +
                describe_json_value(r.json().at("allocator_fragmentation")));
   }
-  rt.host_process_bytes = non_negative(r, "host_process_gib", kGiB);
+  rt.host_process_bytes = in_range(r, "host_process_gib", kOverheadRange, kGiB);
   return rt;
 }
 
@@ -228,6 +271,8 @@ CollectiveTable read_collective(const JsonReader& r) {
     auto [bytes, seconds] = read_pair(point, "[bytes, seconds]");
     if (!(bytes > 0)) point.at(0).fail("bytes must be positive");
     if (!(seconds > 0)) point.at(1).fail("seconds must be positive");
+    check_range(bytes, kPointBytesRange, [&](const std::string& p) { point.at(0).fail(p); });
+    check_range(seconds, kPointSecondsRange, [&](const std::string& p) { point.at(1).fail(p); });
     if (i > 0 && !(bytes > t.points.back().bytes)) {
       point.at(0).fail("bytes must increase from one point to the next");
     }
@@ -243,8 +288,8 @@ CollectiveTable read_collective(const JsonReader& r) {
       regime.reject_unknown_keys({"max_bytes", "alpha_us", "beta_us_per_mb"});
       CollectiveTable::Regime g;
       g.max_bytes = regime.positive_number("max_bytes");
-      g.alpha_s = non_negative(regime, "alpha_us", kUs);
-      g.beta_s_per_byte = positive(regime, "beta_us_per_mb", kUsPerMb);
+      g.alpha_s = in_range(regime, "alpha_us", kLatencyRange, kUs);
+      g.beta_s_per_byte = in_range(regime, "beta_us_per_mb", kUsPerMbRange, kUsPerMb);
       if (i > 0 && !(g.max_bytes > t.regimes.back().max_bytes)) {
         regime.fail("max_bytes", "must increase from one regime to the next");
       }

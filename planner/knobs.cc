@@ -151,8 +151,12 @@ bool parse_range(const KnobInfo& k, const std::string& item, const std::string& 
     if (step_kind == '*') throw InputError(where, "'" + item + "': use A-B:STEP for integers");
     int64_t step = 1;
     if (step_kind == '+') {
-      KnobInfo any = {k.name, k.flag, Type::kInteger, 1, k.max};
+      KnobInfo any = {k.name, k.flag, Type::kInteger, -kMaxElements, kMaxElements};
       step = parse_number(any, step_text, where);
+      if (step < 1) {
+        throw InputError(where,
+                         "'" + item + "': the step must be a positive integer, got " + step_text);
+      }
     }
     for (int64_t v = from; v <= to; v += step) add_value(out, v, where);
     return true;
@@ -233,6 +237,33 @@ KnobValues parse_knob_values(Knob knob, const std::string& text, const std::stri
   return out;
 }
 
+int64_t parse_knob_value(Knob knob, const std::string& text, const std::string& where) {
+  const KnobInfo& k = info(knob);
+  const std::string item = trim(text);
+  return k.type == Type::kOffload || k.type == Type::kOnOff ? parse_word(k, item, where)
+                                                            : parse_number(k, item, where);
+}
+
+const char* stage_ignores(Knob k, int64_t stage) {
+  switch (k) {
+    case Knob::kReduceBucket:
+      return stage == 0 ? "ZeRO stage 0 does not read it (it all-reduces in fixed 5e8-element "
+                          "pieces)"
+                        : nullptr;
+    case Knob::kOverlapComm:
+      return stage == 0 ? "ZeRO stage 0 does not read it" : nullptr;
+    case Knob::kAllgatherBucket:
+      return stage == 1 || stage == 2 ? nullptr : "only ZeRO stages 1 and 2 read it";
+    case Knob::kPrefetchBucket:
+    case Knob::kMaxLive:
+    case Knob::kPersistenceThreshold:
+    case Knob::kSubGroupSize:
+      return stage == 3 ? nullptr : "only ZeRO stage 3 reads it";
+    default:
+      return nullptr;
+  }
+}
+
 std::string format_knob_value(Knob knob, int64_t v) {
   const KnobInfo& k = info(knob);
   switch (k.type) {
@@ -260,6 +291,10 @@ std::string format_knob_values(Knob k, const KnobValues& values) {
 
 void KnobRequest::set(Knob k, KnobValues values) { values_[index(k)] = std::move(values); }
 
+std::string KnobRequest::source(Knob k) const {
+  return sources_[index(k)].empty() ? knob_flag(k) : sources_[index(k)];
+}
+
 void KnobRequest::set_from_text(Knob k, const std::string& text) {
   set(k, parse_knob_values(k, text, knob_flag(k)));
 }
@@ -279,7 +314,8 @@ void KnobRequest::set_from_assignment(const std::string& assignment, const std::
     throw InputError(where, std::string("knob '") + knob_name(*k) + "' is given twice (" +
                                 knob_flag(*k) + " and --knob set the same thing)");
   }
-  set(*k, parse_knob_values(*k, assignment.substr(eq + 1), where + " " + knob_name(*k)));
+  set(*k, parse_knob_values(*k, assignment.substr(eq + 1), where + " " + name));
+  sources_[index(*k)] = where + " " + name;
 }
 
 }  // namespace zplan::planner

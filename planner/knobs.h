@@ -61,6 +61,13 @@ using KnobValues = std::vector<int64_t>;
 // DeepSpeed needs it), a range that runs backwards, or a list of more than kMaxKnobValues values.
 KnobValues parse_knob_values(Knob k, const std::string& text, const std::string& where);
 inline constexpr size_t kMaxKnobValues = 4096;
+// One value of knob `k`, read as parse_knob_values reads each item of a list (no list or range),
+// with the same errors: for the single-config commands' flags (--reduce-bucket 5e8).
+int64_t parse_knob_value(Knob k, const std::string& text, const std::string& where);
+
+// Why ZeRO `stage` does not read knob `k` ("only ZeRO stage 3 reads it"), or nullptr when it
+// does. Knobs every stage reads always give nullptr.
+const char* stage_ignores(Knob k, int64_t stage);
 
 // A value as people read it: "cpu", "full", "true", "5e8", "37748736".
 std::string format_knob_value(Knob k, int64_t value);
@@ -71,6 +78,9 @@ std::string format_knob_values(Knob k, const KnobValues& values);
 class KnobRequest {
  public:
   bool given(Knob k) const { return values_[index(k)].has_value(); }
+  // How the user wrote knob `k`, for messages: its flag ("--prefetch-bucket"), or "--knob NAME"
+  // with the name as written ("--knob stage3_prefetch_bucket_size").
+  std::string source(Knob k) const;
   // REQUIRES: given(k).
   const KnobValues& values(Knob k) const { return *values_[index(k)]; }
   // REQUIRES: values is not empty.
@@ -83,6 +93,7 @@ class KnobRequest {
 
  private:
   std::array<std::optional<KnobValues>, kNumKnobs> values_;
+  std::array<std::string, kNumKnobs> sources_;  // empty: the knob's flag
 };
 
 }  // namespace zplan::planner

@@ -168,6 +168,66 @@ std::string gpu_count_words(const Problem& problem, const GpuCount& g) {
               gib(g.gpu_capacity_bytes).c_str());
 }
 
+// Why no GPU count up to kMaxNodes nodes fits, judged by the frugal config with the smallest GPU
+// peak on the largest cluster tried. More GPUs shrink partitioned model states, but neither the
+// fixed runtime (CUDA context, NCCL buffers) nor a sample's activations: data parallelism keeps
+// whole samples on every GPU. The larger of activations (with the allocator's fragmentation on
+// them) and what is left (model states, gathered parameters, buckets) is named the blocker.
+std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& space) {
+  Problem big = problem;
+  const int gpn = problem.cluster.profile.node.gpus_per_node;
+  big.cluster = hardware::make_cluster(problem.cluster.profile, kMaxNodes * gpn, kMaxNodes);
+  BatchPlan batch;
+  batch.global_batch = big.cluster.gpus;
+  batch.per_gpu = 1;
+  const sim::DsConfig base = base_config(big, batch);
+  std::optional<sim::MemoryReport> least;
+  for (const auto& f : all_families(2)) {
+    Candidate c =
+        frugal_candidate(space, problem.model.shape().hidden, static_cast<int>(f[0]), f[1], f[2]);
+    sim::MemoryReport m =
+        sim::analyze_memory(big.model, big.cluster, to_ds_config(c, base, big), big.workload);
+    if (!least || m[sim::Tier::kGpu].peak_bytes < (*least)[sim::Tier::kGpu].peak_bytes) least = m;
+  }
+  const hardware::RuntimeSpec& rt = problem.cluster.profile.runtime;
+  const double usable = problem.cluster.profile.gpu.memory_bytes * (1 - problem.headroom);
+  const sim::TierSummary& g = (*least)[sim::Tier::kGpu];
+  const double runtime = rt.cuda_context_bytes + rt.nccl_buffer_bytes;
+  const double activations =
+      (g.at_peak[sim::Category::kActivations] + g.at_peak[sim::Category::kCheckpoints]) *
+      (1 + rt.allocator_fragmentation);
+  const double states = std::max(0.0, g.peak_bytes - runtime - activations);
+  if (g.peak_bytes <= usable) {
+    return strf(
+        "nothing fits even on %d nodes of this hardware: the model states exceed host and NVMe "
+        "memory",
+        kMaxNodes);
+  }
+  if (runtime > usable) {
+    return strf(
+        "nothing fits on any number of these GPUs: the CUDA context and NCCL buffers alone take "
+        "%s of the %s usable per GPU",
+        gib(runtime).c_str(), gib(usable).c_str());
+  }
+  const std::string peak = strf(
+      "GPU peak %s of %s usable: activations %s, model states and buffers %s, CUDA context "
+      "and NCCL %s",
+      gib(g.peak_bytes).c_str(), gib(usable).c_str(), gib(activations).c_str(), gib(states).c_str(),
+      gib(runtime).c_str());
+  if (activations >= states) {
+    return "nothing fits on any number of these GPUs: one sample's activations at micro-batch 1 "
+           "with full checkpointing leave too little room, and more GPUs do not shrink them (each "
+           "data-parallel GPU holds whole samples); a shorter sequence does (" +
+           peak + ")";
+  }
+  return strf(
+             "nothing fits even on %d nodes of this hardware: the model states and buffers, "
+             "partitioned "
+             "and offloaded as far as ZeRO goes, still exceed GPU memory (",
+             kMaxNodes) +
+         peak + ")";
+}
+
 // Lines saying what would fit when nothing in the search does.
 std::vector<std::string> what_would_fit(const Problem& problem, const SearchResult& s,
                                         size_t closest) {
@@ -204,12 +264,7 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
       }
     }
   }
-  if (!plain && !any) {
-    out.push_back(
-        strf("nothing fits even on %d nodes of this hardware: the model states alone "
-             "exceed GPU, host and NVMe memory",
-             kMaxNodes));
-  }
+  if (!plain && !any) out.push_back(why_no_gpu_count_fits(problem, s.space));
   return out;
 }
 

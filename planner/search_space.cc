@@ -56,10 +56,10 @@ void check_triples(const SearchSpace& s) {
       for (Knob o : triple) {
         if (o == k || !s.given[index(o)]) continue;
         if (!others.empty()) others += " and ";
-        others += std::string(knob_flag(o)) + " " + join_values(o, s.values[index(o)]);
+        others += s.source[index(o)] + " " + join_values(o, s.values[index(o)]);
       }
-      throw InputError(knob_flag(k), format_knob_value(k, v) + " cannot be combined with " +
-                                         others + ": " + rule);
+      throw InputError(s.source[index(k)], format_knob_value(k, v) + " cannot be combined with " +
+                                               others + ": " + rule);
     }
   }
 }
@@ -68,32 +68,17 @@ void check_triples(const SearchSpace& s) {
 void check_stage_knobs(const SearchSpace& s) {
   if (!s.given[index(Knob::kStage)]) return;
   const KnobValues& stages = s.values[index(Knob::kStage)];
-  const std::string stage_list = join_values(Knob::kStage, stages);
-  auto any_stage = [&](std::initializer_list<int64_t> wanted) {
-    for (int64_t w : wanted) {
-      if (contains(stages, w)) return true;
+  for (int i = 0; i < kNumKnobs; ++i) {
+    const Knob k = static_cast<Knob>(i);
+    if (!s.given[i]) continue;
+    const char* why = nullptr;
+    for (int64_t stage : stages) {
+      why = stage_ignores(k, stage);
+      if (why == nullptr) break;
     }
-    return false;
-  };
-  struct Rule {
-    Knob knob;
-    std::initializer_list<int64_t> stages;
-    const char* why;
-  };
-  const Rule rules[] = {
-      {Knob::kReduceBucket,
-       {1, 2, 3},
-       "ZeRO stage 0 does not read it (it all-reduces in fixed 5e8-element pieces)"},
-      {Knob::kOverlapComm, {1, 2, 3}, "ZeRO stage 0 does not read it"},
-      {Knob::kAllgatherBucket, {1, 2}, "only ZeRO stages 1 and 2 read it"},
-      {Knob::kPrefetchBucket, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kMaxLive, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kPersistenceThreshold, {3}, "only ZeRO stage 3 reads it"},
-      {Knob::kSubGroupSize, {3}, "only ZeRO stage 3 reads it"},
-  };
-  for (const Rule& r : rules) {
-    if (s.given[index(r.knob)] && !any_stage(r.stages)) {
-      throw InputError(knob_flag(r.knob), std::string(r.why) + ", but --stage is " + stage_list);
+    if (why != nullptr) {
+      throw InputError(s.source[i], std::string(why) + ", but " + s.source[index(Knob::kStage)] +
+                                        " is " + join_values(Knob::kStage, stages));
     }
   }
 }
@@ -150,7 +135,7 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
   plan.per_gpu = plan.global_batch / dp;
   if (plan.per_gpu > sim::kMaxBatchCount) {
     throw InputError(flag, std::to_string(plan.per_gpu) + " samples per GPU is more than the " +
-                         std::to_string(sim::kMaxBatchCount) + " zplan plans for");
+                               std::to_string(sim::kMaxBatchCount) + " zplan plans for");
   }
   return plan;
 }
@@ -346,6 +331,7 @@ SearchSpace resolve_search_space(const Problem& problem, const KnobRequest& knob
   for (int i = 0; i < kNumKnobs; ++i) {
     Knob k = static_cast<Knob>(i);
     s.given[i] = knobs.given(k);
+    s.source[i] = knobs.source(k);
     s.values[i] = s.given[i] ? knobs.values(k) : dedupe(default_list(k, hidden));
   }
   s.values[index(Knob::kMicroBatch)] = micro_batches(problem, knobs, batch, s.batch, &s.notes);

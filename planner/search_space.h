@@ -74,8 +74,9 @@ inline constexpr double kMaxGridSize = 2'000'000;
 
 struct SearchSpace {
   BatchPlan batch;
-  std::array<KnobValues, kNumKnobs> values;  // every list non-empty
-  std::array<bool, kNumKnobs> given{};       // from the user (else a default list)
+  std::array<KnobValues, kNumKnobs> values;   // every list non-empty
+  std::array<bool, kNumKnobs> given{};        // from the user (else a default list)
+  std::array<std::string, kNumKnobs> source;  // how the user wrote a given knob, for messages
   // Things the user should know about how their request was read (micro-batches that do not
   // divide the batch and were skipped, ...), one line each, for stderr.
   std::vector<std::string> notes;

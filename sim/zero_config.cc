@@ -428,6 +428,13 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
   }
   c.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
   c.grad_accum_dtype = c.precision;
+  if (context.precision_from_flag && c.precision != context.auto_precision) {
+    const std::string says =
+        std::string(", but --precision says ") + precision_name(context.auto_precision);
+    if (fp16) top.fail("fp16", "is enabled in the file (fp16 training)" + says);
+    if (bf16) top.fail(bf16_name, "is enabled in the file (bf16 training)" + says);
+    top.fail("enables neither bf16 nor fp16 (fp32 training)" + says);
+  }
 
   // data_types is read with dict.get: null or a non-object breaks DeepSpeed.
   std::optional<JsonReader> d = top_block(top, "data_types", Null::kRejected);

@@ -120,6 +120,9 @@ struct ParseContext {
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<int64_t> train_batch_size;
   Precision auto_precision = Precision::kBf16;  // what "enabled": "auto" in bf16/fp16 becomes
+  // auto_precision came from --precision: the precision the file enables must then agree with
+  // it, as the batch keys must agree with --micro-batch and friends.
+  bool precision_from_flag = false;
 };
 
 // What is trained, beyond the model and the ds_config: the sequence length and the attention
@@ -133,7 +136,8 @@ struct Workload {
 // an unknown key inside zero_optimization / offload_param / offload_optimizer / fp16 / bf16, a
 // wrong type, a stage outside 0-3, a negative or zero size, inconsistent batch keys, no batch
 // key at all, offload_param without stage 3, NVMe optimizer offload or ratio < 1 without
-// stage 3, fp16 and bf16 both enabled.
+// stage 3, fp16 and bf16 both enabled, a precision other than the one --precision gave
+// (context.precision_from_flag).
 DsConfig parse_ds_config(const nlohmann::json& json, const std::string& file,
                          const ParseContext& context);
 DsConfig load_ds_config(const std::string& path, const ParseContext& context);

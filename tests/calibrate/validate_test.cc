@@ -95,6 +95,16 @@ TEST_CASE("zplan validate --max-error fails with exit code 4 above the limit", "
   CHECK(r.out.find("FAILED: largest checked error") != std::string::npos);
 }
 
+TEST_CASE("zplan validate prints a small --max-error limit as given", "[executor]") {
+  // In process (one rank), so no mpirun needed. Passed or failed, the line names the limit.
+  testing::RunResult r = testing::run_zplan(
+      "validate --model tiny-mlp-s --ranks 1 --stage 0 --hw examples/cpu-2core.json "
+      "--micro-batch 16 --steps 1 --warmup 0 --max-error 0.001");
+  INFO(r.out << r.err);
+  CHECK((r.exit_code == 0 || r.exit_code == 4));
+  CHECK(r.out.find("(limit 0.001%)") != std::string::npos);
+}
+
 TEST_CASE("a rank that dies ends the job within seconds with a clear error", "[executor]") {
   if (!can_run_ranks()) return;
   const auto t0 = std::chrono::steady_clock::now();

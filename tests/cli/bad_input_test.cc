@@ -100,6 +100,114 @@ TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
   }
 }
 
+TEST_CASE("a --precision must agree with --ds-config, as --micro-batch must", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) +
+                             " --model 125m --gpus 8 --hw a100 --ds-config "
+                             "examples/ds_configs/zero2.json ";
+    RunResult r = run_zplan(base + "--precision fp32");
+    expect_one_line_error(r, 1, "/bf16: is enabled in the file (bf16 training), but --precision "
+                                "says fp32");
+    CHECK(r.err.find("examples/ds_configs/zero2.json") != std::string::npos);
+    CHECK(run_zplan(base + "--precision bf16").exit_code == 0);
+    CHECK(run_zplan(base).exit_code == 0);
+  }
+}
+
+TEST_CASE("stage-3-only flags with a lower stage are refused, as the planner refuses them",
+          "[cli]") {
+  const char* const stage3_only[] = {"--prefetch-bucket 1e6", "--max-live 1e8",
+                                     "--persistence-threshold 1e5", "--sub-group-size 1e8"};
+  const std::string validate = "validate --model tiny-mlp-s --ranks 1 --hw examples/cpu-2core.json";
+  for (const char* flag : stage3_only) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    for (const char* cmd : kSetupCommands) {
+      INFO(cmd << " " << flag);
+      const std::string base = std::string(cmd) + " --model 125m --gpus 8 --hw a100 ";
+      expect_one_line_error(run_zplan(base + "--stage 1 " + flag), 1,
+                            name + ": only ZeRO stage 3 reads it, but --stage is 1");
+      expect_one_line_error(run_zplan(base + flag), 1,
+                            name + ": only ZeRO stage 3 reads it, but no --stage was given");
+      CHECK(run_zplan(base + "--stage 3 " + flag).exit_code == 0);
+    }
+    INFO("validate " << flag);
+    expect_one_line_error(run_zplan(validate + " --stage 2 " + flag), 1,
+                          name + ": only ZeRO stage 3 reads it, but --stage is 2");
+  }
+  // Flags that several stages read stay accepted with any stage (one set of flags runs a whole
+  // stage matrix, scripts/validate-matrix.sh).
+  CHECK(run_zplan("memory --model 125m --gpus 8 --hw a100 --stage 0 --reduce-bucket 2e6")
+            .exit_code == 0);
+}
+
+TEST_CASE("size flags of the single-config commands have the planner's ranges", "[cli]") {
+  const std::string validate = "validate --model tiny-mlp-s --ranks 1 --hw examples/cpu-2core.json";
+  for (const std::string& cmd :
+       {std::string("memory --model 125m --gpus 8 --hw a100"),
+        std::string("simulate --model 125m --gpus 8 --hw a100"), validate}) {
+    INFO(cmd);
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --reduce-bucket 1e30"), 1,
+                          "--reduce-bucket: '1e30' is out of range (1 to 1e15)");
+    expect_one_line_error(run_zplan(cmd + " --stage 3 --prefetch-bucket 2e15"), 1,
+                          "--prefetch-bucket: '2e15' is out of range (0 to 1e15)");
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --allgather-bucket 2.5"), 1,
+                          "--allgather-bucket: '2.5' is not a whole number");
+    expect_one_line_error(run_zplan(cmd + " --stage 2 --reduce-bucket 0"), 1,
+                          "--reduce-bucket: '0' is out of range");
+  }
+}
+
+TEST_CASE("enum-valued flags are read case-insensitively by every command", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) + " --model 125m --gpus 8 --hw a100 --stage 3 ";
+    RunResult upper =
+        run_zplan(base + "--precision FP16 --offload-optimizer CPU --offload-param Nvme "
+                         "--checkpointing FULL --json");
+    RunResult lower =
+        run_zplan(base + "--precision fp16 --offload-optimizer cpu --offload-param nvme "
+                         "--checkpointing full --json");
+    INFO(upper.err);
+    CHECK(upper.exit_code == 0);
+    CHECK(upper.out == lower.out);
+    // Words that are no value in any case are still refused, naming the flag.
+    expect_one_line_error(run_zplan(base + "--precision BF17"), 1, "--precision");
+    expect_one_line_error(run_zplan(base + "--offload-optimizer GPU"), 1, "--offload-optimizer");
+    expect_one_line_error(run_zplan(base + "--checkpointing most"), 1, "--checkpointing");
+  }
+  // plan and sweep read the same options.
+  RunResult sweep = run_zplan(
+      "sweep --model 125m --gpus 8 --hw a100 --stage 2 --micro-batch 1 --offload-optimizer CPU "
+      "--checkpointing FULL --precision BF16 --json");
+  INFO(sweep.err);
+  CHECK(sweep.exit_code == 0);
+  CHECK(run_zplan("memory --model 125m --gpus 8 --hw a100 --compat DeepSpeed-Estimator")
+            .exit_code == 0);
+}
+
+// The --nvme-path line of a command's --help.
+std::string nvme_path_help(const std::string& cmd) {
+  RunResult r = run_zplan(cmd + " --help");
+  CHECK(r.exit_code == 0);
+  const size_t at = r.out.find("--nvme-path");
+  if (at == std::string::npos) return "";
+  // The description may wrap: take the option's block up to the next option.
+  return r.out.substr(at, r.out.find("\n  -", at) - at);
+}
+
+TEST_CASE("the --nvme-path help says what each command does with the path", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    std::string help = nvme_path_help(cmd);
+    CHECK(help.find("nothing is written there") != std::string::npos);
+  }
+  std::string validate = nvme_path_help("validate");
+  CHECK(validate.find("swap files go there") != std::string::npos);
+  std::string plan = nvme_path_help("plan");
+  CHECK(plan.find("ds_config") != std::string::npos);
+}
+
 TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[cli]") {
   // Take the stock a100 profile and break it in two ways.
   std::string stock = slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json");
@@ -108,10 +216,16 @@ TEST_CASE("a hardware profile with a missing or bad field names it (exit 1)", "[
   std::string zero_bw = stock;
   size_t at = zero_bw.find("\"intra_busbw_gbps\": ");
   zero_bw.replace(at, zero_bw.find(',', at) - at, "\"intra_busbw_gbps\": 0");
-  TempFile a(no_memory, "a.json"), b(zero_bw, "b.json");
+  // A launch latency of 1e16 us overflowed the simulator's int64 nanoseconds (MFU 1015%).
+  std::string slow_launch = stock;
+  at = slow_launch.find("\"kernel_launch_us\": ");
+  slow_launch.replace(at, slow_launch.find_first_of(",\n", at) - at, "\"kernel_launch_us\": 1e16");
+  TempFile a(no_memory, "a.json"), b(zero_bw, "b.json"), c(slow_launch, "c.json");
   expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + a.path), 1, "/gpu/memory");
   expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw " + b.path), 1,
                         "/node/intra_busbw_gbps");
+  expect_one_line_error(run_zplan("simulate --model 125m --gpus 8 --hw " + c.path + " --stage 2"),
+                        1, "c.json: /gpu/kernel_launch_us: 1e16 is out of range (0 to 1e6 us)");
 }
 
 TEST_CASE("outputs are never written over an existing file without --force", "[cli]") {

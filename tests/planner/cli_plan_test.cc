@@ -81,6 +81,26 @@ TEST_CASE("nothing fits: exit 3, the nearest miss and what would fit", "[planner
   CHECK_FALSE(path_exists(dir.file("x.json")));
 }
 
+TEST_CASE("without --precision, GPUs that have no bf16 (V100) are planned in fp16",
+          "[planner][cli]") {
+  const std::string v100 = "sweep --model 125m --gpus 8 --hw v100 --stage 2 --micro-batch 1 ";
+  RunResult r = run_zplan(v100 + "--json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["workload"]["precision"] == "fp16");
+  // An explicit bf16 is planned as asked (the plan's notes warn about it).
+  RunResult bf16 = run_zplan(v100 + "--json --precision bf16");
+  REQUIRE(bf16.exit_code == 0);
+  CHECK(nlohmann::json::parse(bf16.out)["workload"]["precision"] == "bf16");
+  RunResult a100 = run_zplan("sweep --model 125m --gpus 8 --hw a100 --stage 2 --micro-batch 1 --json");
+  REQUIRE(a100.exit_code == 0);
+  CHECK(nlohmann::json::parse(a100.out)["workload"]["precision"] == "bf16");
+  // The single-config commands follow the same default.
+  RunResult memory = run_zplan("memory --model 125m --gpus 8 --hw v100 --stage 2 --json");
+  REQUIRE(memory.exit_code == 0);
+  CHECK(nlohmann::json::parse(memory.out)["ds_config"]["fp16"]["enabled"] == true);
+}
+
 TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {
   for (const char* cmd : {"plan", "sweep"}) {
     const std::string base = std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 ";
@@ -97,6 +117,14 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(base + "--seq-len 0"), 1, "--seq-len: must be positive");
     // The limit named is the one enforced.
     expect_one_line_error(run_zplan(base + "--reduce-bucket 1e16"), 1, "out of range (1 to 1e15)");
+    // A knob set with --knob is named as the user wrote it, not by the flag they did not use.
+    expect_one_line_error(run_zplan(base + "--knob stage3_prefetch_bucket_size=1e6 --stage 1"), 1,
+                          "zplan: --knob stage3_prefetch_bucket_size: only ZeRO stage 3 reads it, "
+                          "but --stage is 1");
+    expect_one_line_error(run_zplan(base + "--knob stage=1 --max-live 1e8"), 1,
+                          "zplan: --max-live: only ZeRO stage 3 reads it, but --knob stage is 1");
+    expect_one_line_error(run_zplan(base + "--knob offload_param=cpu --stage 2"), 1,
+                          "zplan: --knob offload_param: cpu cannot be combined with --stage 2");
   }
   expect_one_line_error(run_zplan("sweep --model 1.3b --gpus 8 --hw a100 --top -1"), 1,
                         "--top: must be 0");

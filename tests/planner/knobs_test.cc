@@ -66,6 +66,31 @@ TEST_CASE("bad knob lists are one-line InputErrors naming the flag", "[planner]"
   CHECK(error_of(Knob::kOffloadParam, "cpu-nvme").find("ranges are for numbers") !=
         std::string::npos);
   CHECK(error_of(Knob::kMicroBatch, "1-100000").find("more than") != std::string::npos);
+  // A step of 0 or less would never reach the end of the range.
+  CHECK(error_of(Knob::kStage, "0-3:0") ==
+        "--stage: '0-3:0': the step must be a positive integer, got 0");
+  CHECK(error_of(Knob::kMicroBatch, "1-8:-2").find("the step must be a positive integer") !=
+        std::string::npos);
+  CHECK(parse(Knob::kStage, "0-3:2") == KnobValues{0, 2});
+  CHECK(parse(Knob::kStage, "0-3:9") == KnobValues{0});
+}
+
+TEST_CASE("one knob value, as the single-config commands' flags read it", "[planner]") {
+  CHECK(parse_knob_value(Knob::kOffloadOptimizer, "CPU", "--offload-optimizer") == 1);
+  CHECK(parse_knob_value(Knob::kReduceBucket, "5e8", "--reduce-bucket") == 500'000'000);
+  CHECK_THROWS_WITH(parse_knob_value(Knob::kReduceBucket, "1e30", "--reduce-bucket"),
+                    "--reduce-bucket: '1e30' is out of range (1 to 1e15)");
+  CHECK_THROWS_WITH(parse_knob_value(Knob::kPrefetchBucket, "1e6,2e6", "--prefetch-bucket"),
+                    Catch::Contains("not a number"));
+}
+
+TEST_CASE("which stages read which knob", "[planner]") {
+  for (int64_t stage = 0; stage <= 3; ++stage) {
+    CHECK((stage_ignores(Knob::kPrefetchBucket, stage) == nullptr) == (stage == 3));
+    CHECK((stage_ignores(Knob::kAllgatherBucket, stage) == nullptr) == (stage == 1 || stage == 2));
+    CHECK((stage_ignores(Knob::kReduceBucket, stage) == nullptr) == (stage != 0));
+    CHECK(stage_ignores(Knob::kMicroBatch, stage) == nullptr);
+  }
 }
 
 TEST_CASE("knob NAME=LIST flags take ds_config names and rejects unknown knobs", "[planner]") {

@@ -260,6 +260,41 @@ TEST_CASE("sanity: 175B on 8 A100-80GB fits only with offload", "[planner]") {
   CHECK(mentions_gpus);
 }
 
+// What would fit names the real blocker when no GPU count helps.
+std::string no_gpu_count_line(const PlanResult& r) {
+  for (const std::string& line : r.what_would_fit) {
+    if (line.rfind("nothing fits", 0) == 0) return line;
+  }
+  FAIL("no 'nothing fits' line among what would fit");
+  return "";
+}
+
+TEST_CASE("when no GPU count fits, the reason names activations or model states truthfully",
+          "[planner]") {
+  // Llama-2-7B at 100k tokens on A100-80GB: micro-batch 1 with full checkpointing keeps 32
+  // layer inputs of 100000 x 4096 x 2 bytes = 24.4 GiB plus one layer's recomputed activations;
+  // with the runtime that is past 76 GiB usable, and more data-parallel GPUs do not shrink it.
+  Problem p = problem("llama2-7b", "a100", 8, 100000);
+  PlanResult r = run_plan(p, knobs({{Knob::kMicroBatch, "1"}}));
+  REQUIRE_FALSE(r.recommended);
+  std::string line = no_gpu_count_line(r);
+  CHECK_THAT(line, Catch::StartsWith("nothing fits on any number of these GPUs: one sample's "
+                                      "activations"));
+  CHECK_THAT(line, Catch::Contains("a shorter sequence does"));
+  CHECK_THAT(line, !Catch::Contains("model states alone"));
+  // A 3 GiB GPU with a short sequence: activations are small (0.4 GiB), but a 175B layer's
+  // gathered parameters (its 12288 x 49152 MLP weight alone is 1.1 GiB in bf16) never fit.
+  Problem tiny = problem("175b", "a100", 8, 128);
+  tiny.cluster.profile.gpu.memory_bytes = 3.0 * (1 << 30);
+  PlanResult t = run_plan(tiny, knobs({{Knob::kMicroBatch, "1"}}));
+  REQUIRE_FALSE(t.recommended);
+  CHECK_THAT(no_gpu_count_line(t), Catch::Contains("the model states and buffers, partitioned and offloaded"));
+  // A 1.5 GiB GPU: the 1.5 GiB of CUDA context and NCCL buffers alone do not fit.
+  tiny.cluster.profile.gpu.memory_bytes = 1.5 * (1 << 30);
+  CHECK_THAT(no_gpu_count_line(run_plan(tiny, knobs({{Knob::kMicroBatch, "1"}}))),
+             Catch::Contains("the CUDA context and NCCL buffers alone take 1.5 GiB of the 1.4 GiB"));
+}
+
 TEST_CASE("min_gpus_to_fit finds the smallest whole-node count", "[planner]") {
   // 20b without offload on 40 GB GPUs: not on one node of 8 (see above), on two.
   Problem p = problem("20b", "a100-40g", 8);

@@ -770,6 +770,35 @@ TEST_CASE("precision blocks and data_types", "[zero_config]") {
   check_round_trip(h);
 }
 
+TEST_CASE("a precision given on the command line must agree with the file", "[zero_config]") {
+  ParseContext flag = context8();
+  flag.auto_precision = Precision::kBf16;
+  flag.precision_from_flag = true;
+  json bf16 = with_zero({{"stage", 2}});
+  bf16["bf16"] = {{"enabled", true}};
+  CHECK(parse(bf16, flag).precision == Precision::kBf16);
+  json fp16 = with_zero({{"stage", 2}});
+  fp16["fp16"] = {{"enabled", true}};
+  CHECK_THAT(error_of(fp16, flag),
+             Contains("t.json: /fp16: is enabled in the file (fp16 training), but --precision "
+                      "says bf16"));
+  // The old name "bfloat16" is the key named.
+  json old_name = with_zero({{"stage", 2}});
+  old_name["bfloat16"] = {{"enabled", true}};
+  ParseContext fp32 = flag;
+  fp32.auto_precision = Precision::kFp32;
+  CHECK_THAT(error_of(old_name, fp32), Contains("/bfloat16: is enabled in the file"));
+  CHECK_THAT(error_of(with_zero({{"stage", 2}}), flag),
+             Contains("t.json: enables neither bf16 nor fp16 (fp32 training), but --precision "
+                      "says bf16"));
+  // "auto" follows the flag, so it always agrees; without the flag, the file decides.
+  json hf = with_zero({{"stage", 2}});
+  hf["fp16"] = {{"enabled", "auto"}};
+  hf["bf16"] = {{"enabled", "auto"}};
+  CHECK(parse(hf, flag).precision == Precision::kBf16);
+  CHECK(parse(fp16).precision == Precision::kFp16);
+}
+
 TEST_CASE("deprecated aliases are mapped as DeepSpeed maps them", "[zero_config]") {
   SECTION("cpu_offload -> offload_optimizer cpu (and contiguous gradients in stage 1/2)") {
     DsConfig c =
