@@ -126,7 +126,8 @@ class LocalCudaComm : public internal::ControlledComm {
   std::string name() const override { return "one rank (no collectives)"; }
   void all_reduce(int, float*, size_t) override {}
   void all_gather(int, const float* send, size_t count, float* recv) override {
-    if (send != recv) ZPLAN_CUDA_CHECK(cudaMemcpy(recv, send, count * 4, cudaMemcpyDefault));
+    if (send != recv)
+      ZPLAN_CUDA_CHECK(cudaMemcpy(recv, send, count * sizeof(float), cudaMemcpyDefault));
   }
   void reduce_scatter(int, float*, size_t) override {}
 };

@@ -57,8 +57,10 @@ double Evaluation::worst_over_fraction(const hardware::Cluster& cluster) const {
 Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
                         sim::SimWorkspace* workspace) {
   Evaluation e;
+  const sim::ZeroSizes sizes = sim::zero_sizes(problem.model, problem.cluster.gpus, config);
   const sim::MemoryReport m =
-      sim::analyze_memory(problem.model, problem.cluster, config, problem.workload);
+      sim::analyze_memory(problem.model, problem.cluster, config, sizes,
+                          sim::plan_activations(problem.model, config, problem.workload));
   for (int t = 0; t < sim::kNumTiers; ++t) {
     e.peak_bytes[t] = m.tiers[t].peak_bytes;
     e.at_peak[t] = m.tiers[t].at_peak;
@@ -76,6 +78,7 @@ Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, boo
   options.analytic_memory = false;  // computed above already
   // evaluate_all's workspaces serve one problem: equivalent configs share one simulation.
   options.reuse_steps = true;
+  options.sizes = &sizes;
   const sim::StepResult r =
       sim::simulate_step(problem.model, problem.cluster, config, problem.workload, options);
   e.simulated = true;

@@ -100,7 +100,7 @@ constexpr size_t kMaxSteps = 4096;
 // dropped below stage 3. The model, cluster and workload are the workspace's own; their names
 // and sizes are mixed in as a guard against a workspace used for several.
 GraphFingerprint step_key(const models::Model& model, const hardware::Cluster& cluster,
-                          const DsConfig& c, const Workload& w) {
+                          const DsConfig& c, const Workload& w, const ZeroSizes* sizes) {
   // A field added to these structs must be added below (or said not to matter) first.
   static_assert(sizeof(ZeroConfig) == 248, "ZeroConfig changed: update step_key");
   static_assert(sizeof(OffloadParamConfig) == 72, "OffloadParamConfig changed: update step_key");
@@ -151,7 +151,9 @@ GraphFingerprint step_key(const models::Model& model, const hardware::Cluster& c
   double window = 0;
   if (z.stage == 3) {
     window = static_cast<double>(std::min(z.prefetch_bucket_size, z.max_live_parameters));
-    if (window < StepBuilder::inert_prefetch_window(zero_sizes(model, cluster.gpus, c))) window = 0;
+    const double inert = StepBuilder::inert_prefetch_window(
+        sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, c));
+    if (window < inert) window = 0;
   }
   h.add(window);
   h.add(c.train_batch_size);
@@ -216,14 +218,14 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
                           !observed_call && options.shuffle_seed == 0 && !options.every_micro_step;
   GraphFingerprint step;
   if (reuse_step) {
-    step = step_key(model, cluster, config, workload);
+    step = step_key(model, cluster, config, workload, options.sizes);
     auto it = options.workspace->steps.find(step);
     if (it != options.workspace->steps.end()) {
       ++options.workspace->steps_reused;
       return it->second;
     }
   }
-  StepBuilder builder(model, cluster, config, workload);
+  StepBuilder builder(model, cluster, config, workload, options.sizes);
   StepResult res;
   const int gas = static_cast<int>(config.gradient_accumulation_steps);
   std::vector<std::pair<int, int>> steps;

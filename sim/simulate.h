@@ -124,6 +124,9 @@ struct SimulateOptions {
   // one (model, cluster, workload), as the planner's per-search workspaces do; needs
   // analytic_memory false (the analytic view reads knobs the graphs do not).
   bool reuse_steps = false;
+  // zero_sizes(model, cluster.gpus, config), when the caller has it already (the planner's bound
+  // computed it): not computed again.
+  const ZeroSizes* sizes = nullptr;
 };
 
 // REQUIRES: config passed validate_ds_config for cluster.gpus.

@@ -15,9 +15,9 @@ namespace zplan::sim {
 using hardware::Collective;
 
 StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
-                         const DsConfig& config, const Workload& workload)
+                         const DsConfig& config, const Workload& workload, const ZeroSizes* sizes)
     : model_(model), cluster_(cluster), config_(config), workload_(workload) {
-  sizes_ = zero_sizes(model, cluster.gpus, config);
+  sizes_ = sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config);
   persistent_ = persistent_memory(sizes_, cluster, config);
   acts_ = plan_activations(model, config, workload);
   pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);

@@ -37,9 +37,10 @@ namespace zplan::sim {
 class StepBuilder {
  public:
   // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to all four
-  // arguments: they must outlive the builder.
+  // arguments: they must outlive the builder. `sizes`, if given, is zero_sizes(model,
+  // cluster.gpus, config), which the builder then does not compute again.
   StepBuilder(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
-              const Workload& workload);
+              const Workload& workload, const ZeroSizes* sizes = nullptr);
 
   // Clears *graph and fills it with the forward and backward of micro-step `micro_step`
   // (0-based, of gradient_accumulation_steps). With finalize false the caller finalizes it (after
