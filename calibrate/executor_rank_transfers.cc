@@ -1,5 +1,6 @@
 // ExecutorRank, continued: the tasks that move data -- host copies, the optimizer step, gathers and
-// NVMe swaps (calibrate/executor_rank.cc has the state, dispatch, compute and gradient reduction).
+// NVMe swaps (executor_rank.cc has the state and dispatch, executor_rank_compute.cc and
+// executor_rank_reduce.cc compute and gradient reduction).
 // "ref §x" = reference/deepspeed_internals.md.
 #include <algorithm>
 #include <cassert>
@@ -9,17 +10,11 @@
 #include <cstring>
 
 #include "calibrate/executor_rank.h"
+#include "calibrate/executor_rank_internal.h"
 #include "models/input_error.h"
 #include "sim/memory_model.h"
 
 namespace zplan::calibrate {
-
-using sim::Category;
-using sim::OffloadDevice;
-using sim::Resource;
-using sim::TaskId;
-using sim::TaskKind;
-using sim::Tier;
 
 // --- Host copies ------------------------------------------------------------------------------
 
