@@ -77,6 +77,8 @@ class ExecutorRank {
   void forward_mlp(sim::TaskId id, int layer);
   void backward_mlp(sim::TaskId id, int piece, int layer);
   void forward_generic(sim::TaskId id, int piece);
+  // Whether `piece` starts its layer (the generic models allocate the layer's activations then).
+  bool first_piece_of_layer(int piece) const;
   void backward_generic(sim::TaskId id, int piece);
   void prepare_grads(int piece);
   void hook_grads(int piece);

@@ -135,14 +135,19 @@ void ExecutorRank::backward_mlp(TaskId id, int piece, int layer) {
   (void)piece;
 }
 
+bool ExecutorRank::first_piece_of_layer(int piece) const {
+  const auto& pieces = builder_.pieces();
+  return piece == 0 ||
+         pieces[static_cast<size_t>(piece) - 1].layer != pieces[static_cast<size_t>(piece)].layer;
+}
+
 void ExecutorRank::forward_generic(TaskId id, int piece) {
   // Transformer-shaped models: the piece's GEMMs with their shapes, attention as its two batched
   // products, elementwise ops as memory passes; activations as the activation plan counts them.
   const sim::Piece& pc = builder_.pieces()[static_cast<size_t>(piece)];
   const models::Layer& layer = model_.layers()[static_cast<size_t>(pc.layer)];
   const size_t l = static_cast<size_t>(pc.layer);
-  const bool layer_first =
-      piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
+  const bool layer_first = first_piece_of_layer(piece);
   const int64_t T = tokens_;
   Buffer extra;
   if (layer_first) {
@@ -191,8 +196,7 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
   const sim::Piece& pc = builder_.pieces()[static_cast<size_t>(piece)];
   const models::Layer& layer = model_.layers()[static_cast<size_t>(pc.layer)];
   const size_t l = static_cast<size_t>(pc.layer);
-  const bool layer_first =
-      piece == 0 || builder_.pieces()[static_cast<size_t>(piece) - 1].layer != pc.layer;
+  const bool layer_first = first_piece_of_layer(piece);
   const int64_t T = tokens_;
   const bool accumulate = stage_ <= 1 && !first_;
   Buffer workspace(&mem_, Tier::kGpu, Category::kActivations,

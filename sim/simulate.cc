@@ -211,11 +211,11 @@ std::string StepResult::bottleneck() const {
 StepResult simulate_step(const models::Model& model, const hardware::Cluster& cluster,
                          const DsConfig& config, const Workload& workload,
                          const SimulateOptions& options) {
-  const bool observed_call = options.trace != nullptr || static_cast<bool>(options.observer);
+  const bool observed = options.trace != nullptr || static_cast<bool>(options.observer);
   // A configuration equivalent to one this workspace simulated: the same result, nothing built.
   const bool reuse_step = options.reuse_steps && options.workspace != nullptr &&
                           options.workspace->reuse_outcomes && !options.analytic_memory &&
-                          !observed_call && options.shuffle_seed == 0 && !options.every_micro_step;
+                          !observed && options.shuffle_seed == 0 && !options.every_micro_step;
   GraphFingerprint step;
   if (reuse_step) {
     step = step_key(model, cluster, config, workload, options.sizes);
@@ -229,7 +229,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   StepResult res;
   const int gas = static_cast<int>(config.gradient_accumulation_steps);
   std::vector<std::pair<int, int>> steps;
-  const bool observed = options.trace != nullptr || static_cast<bool>(options.observer);
   if (options.every_micro_step || observed) {
     for (int i = 0; i < gas; ++i) steps.emplace_back(i, 1);
   } else {
