@@ -38,20 +38,23 @@ void Simulator::run(const StepGraph& graph, const EngineOptions& options, Engine
 
   result->timing.assign(n, TaskTiming{});
   result->events = 0;
+  result->skipped_tasks = 0;
   result->samples.clear();
   for (int t = 0; t < kNumTiers; ++t) {
     result->peak[t] = memory_[t].total();
     result->at_peak[t] = memory_[t];
     result->peak_at[t] = SimTime{};
   }
+  start_tracking(options);
 
   start_ready();
   while (!queue_.empty()) {
-    Event e = queue_.pop();
-    if (e.at > now_) {
+    if (queue_.top_time() > now_) {
       close_instant();
-      now_ = e.at;
+      if (due_region_ >= 0) at_instant_end();  // may move the queue and the clock forward
+      now_ = queue_.top_time();
     }
+    Event e = queue_.pop();
     ++result->events;
     const Task& t = tasks[e.target];
     if (due_kind_[e.target] == kLatencyDone) {
@@ -108,6 +111,15 @@ void Simulator::start_task(TaskId id) {
     timing.released_by = result_->timing[prev].end > result_->timing[dep].end ? prev : dep;
   }
   running_[r] = id;
+  if (tracking_) {
+    state_[id] = kRunning;
+    hi_ = std::max(hi_, id + 1);
+    started_.push_back(id);
+    if (anchor_[id] != 0) {
+      due_region_ = anchor_[id] - 1;
+      due_anchor_ = id;
+    }
+  }
   if (t.effects_count != 0) apply_effects(t, /*at_end=*/false);
   if (t.slowed_by_comm) {
     remaining_[id] = t.latency_s + t.work_s;
@@ -136,10 +148,18 @@ void Simulator::end_task(TaskId id) {
   dirty_ |= 1u << r;
   ++ended_;
   const DagGraph& g = graph_->dag();
-  for (auto [it, end] = boost::out_edges(static_cast<DagGraph::vertex_descriptor>(id), g); it != end;
-       ++it) {
+  if (tracking_) {
+    state_[id] = kEnded;
+    ended_list_.push_back(id);
+  }
+  for (auto [it, end] = boost::out_edges(static_cast<DagGraph::vertex_descriptor>(id), g);
+       it != end; ++it) {
     TaskId next = static_cast<TaskId>(boost::target(*it, g));
     last_dep_[next] = id;  // ends are processed in time order: the last one to arrive is latest
+    if (tracking_) {
+      if (state_[next] == kUntouched) state_[next] = kTouched;
+      hi_ = std::max(hi_, next + 1);
+    }
     if (--deps_left_[next] == 0) dirty_ |= 1u << static_cast<int>(graph_->tasks()[next].resource);
   }
 }
@@ -171,6 +191,12 @@ void Simulator::close_instant() {
       result_->peak[t] = total;
       result_->at_peak[t] = memory_[t];
       result_->peak_at[t] = now_;
+    }
+    if (tracking_ && (!period_peak_valid_[t] || total > period_peak_[t])) {
+      period_peak_valid_[t] = true;
+      period_peak_[t] = total;
+      period_peak_at_[t] = memory_[t];
+      period_peak_time_[t] = now_;
     }
   }
   if (record_memory_) result_->samples.push_back(sample);

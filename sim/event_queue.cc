@@ -1,5 +1,8 @@
 #include "sim/event_queue.h"
 
+#include <algorithm>
+#include <functional>
+
 namespace zplan::sim {
 
 void EventQueue::reset(uint32_t targets, uint64_t shuffle_seed) {
@@ -50,6 +53,27 @@ Event EventQueue::pop() {
     sift_down(0);
   }
   return e;
+}
+
+void EventQueue::pending(std::vector<Event>* out) const {
+  const size_t first = out->size();
+  for (uint32_t target : heap_) out->push_back(Event{key_[target].at, target});
+  std::sort(out->begin() + static_cast<ptrdiff_t>(first), out->end(),
+            [&](const Event& x, const Event& y) { return before(x.target, y.target); });
+}
+
+void EventQueue::shift(uint32_t target_delta, SimDuration time_delta) {
+  // The heap's shape is kept: shifting every key by the same amount keeps their order.
+  for (uint32_t target : heap_) pos_[target] = kAbsent;
+  scratch_.assign(heap_.begin(), heap_.end());
+  // Move keys from the highest target down, so that no key is overwritten before it is moved.
+  std::sort(scratch_.begin(), scratch_.end(), std::greater<>());
+  for (uint32_t target : scratch_) {
+    Key k = key_[target];
+    k.at += time_delta;
+    key_[target + target_delta] = k;
+  }
+  for (uint32_t i = 0; i < heap_.size(); ++i) place(i, heap_[i] + target_delta);
 }
 
 void EventQueue::sift_up(uint32_t i) {

@@ -43,6 +43,11 @@ class EventQueue {
   SimTime top_time() const { return key_[heap_.front()].at; }
   // REQUIRES: !empty(). Removes and returns the earliest event.
   Event pop();
+  // The pending events in the order they would pop (appended to *out).
+  void pending(std::vector<Event>* out) const;
+  // Moves every pending event to target + target_delta and time + time_delta, keeping their
+  // order. REQUIRES: the new targets are below the reset() count.
+  void shift(uint32_t target_delta, SimDuration time_delta);
 
  private:
   struct Key {
@@ -66,7 +71,8 @@ class EventQueue {
   std::vector<uint32_t> heap_;  // targets; heap_[0] is the earliest
   std::vector<uint32_t> pos_;   // target -> index in heap_, or kAbsent
   std::vector<Key> key_;        // target -> its pending event's key
-  uint32_t next_seq_ = 0;       // a run schedules far fewer than 2^32 events
+  std::vector<uint32_t> scratch_;
+  uint32_t next_seq_ = 0;  // a run schedules far fewer than 2^32 events
   bool shuffle_ = false;
   std::mt19937_64 rng_;
 };

@@ -252,6 +252,13 @@ TaskId StepBuilder::place(Ctx& c, Task t, int layer, int index, TaskId after) co
 
 TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
   const Piece& pc = pieces_[piece];
+  // Each layer's forward, recompute and backward repeat from layer to layer: tell the graph
+  // where one starts (StepGraph::hint_repeat).
+  const int key = pc.layer * kNumTaskKinds + static_cast<int>(kind);
+  if (key != c.repeat_key) {
+    c.repeat_key = key;
+    c.g->hint_repeat();
+  }
   Task t;
   t.kind = kind;
   t.resource = Resource::kCompute;

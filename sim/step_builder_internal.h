@@ -28,6 +28,7 @@ struct StepBuilder::Ctx {
   TaskId last_reduction = kNoTaskId;        // the micro-step's last gradient reduction
   std::vector<TaskId> bucket_reduced;       // reduction task of each bucket, by bucket index
   std::vector<TaskId> ckpt_on_host;         // per layer: the copy of its checkpoint to the host
+  int repeat_key = -1;                      // layer and kind of the last compute task added
 };
 
 // A gradient bucket being filled or just closed.

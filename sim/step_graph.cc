@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "sim/periodic.h"
+
 namespace zplan::sim {
 
 const char* resource_name(Resource r) {
@@ -83,6 +85,8 @@ void StepGraph::clear() {
   edges_.clear();
   in_degree_.clear();
   for (auto& o : order_) o.clear();
+  hints_.clear();
+  periods_.clear();
   baseline = {};
   comm_compute_slowdown = 0;
   finalized_ = false;
@@ -142,6 +146,7 @@ void StepGraph::finalize() {
   for (const auto& e : edges_) ++in_degree_[e.second];
   dag_ = DagGraph(boost::edges_are_sorted, edges_.begin(), edges_.end(), n);
   finalized_ = true;
+  find_periodic_regions(*this, &periods_);
 }
 
 }  // namespace zplan::sim

@@ -98,6 +98,20 @@ struct Task {
 };
 
 using TaskId = uint32_t;
+
+// Tasks [begin, end) repeat with `period`: for begin <= i < end - period, task i + period is a
+// copy of task i (sim/periodic.h says what that means). Found by finalize(); the engine simulates
+// such a stretch until it reaches a steady state and then jumps over the repeats.
+struct PeriodicRegion {
+  TaskId begin = 0;
+  TaskId end = 0;
+  uint32_t period = 0;
+  std::array<uint32_t, kNumResources> per_period{};  // tasks of each resource in one period
+  // Every effect in the region is a multiple of 2^-kMemoryQuantumBits bytes (sim/periodic.h).
+  bool exact_memory = false;
+  double effect_bytes_per_period = 0;  // sum of |bytes| of one period's effects
+};
+
 using DagGraph = boost::compressed_sparse_row_graph<boost::directedS>;
 
 class StepGraph {
@@ -109,6 +123,10 @@ class StepGraph {
   void depend(TaskId id, TaskId before);
   // A memory effect of task `id` (any task, in any order; finalize() groups them by task).
   void effect(TaskId id, bool at_end, Tier tier, Category category, double bytes);
+  // A hint that a repeating unit (a layer's forward, its backward) starts with the next task.
+  // finalize() looks for periodic regions around the hints and checks every one it keeps, so a
+  // wrong hint costs only time.
+  void hint_repeat() { hints_.push_back(static_cast<TaskId>(tasks_.size())); }
 
   // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
   void finalize();
@@ -134,6 +152,9 @@ class StepGraph {
   size_t edge_count() const { return edges_.size(); }
   // Number of dependencies of each task (in-degree of the DAG).
   const std::vector<uint32_t>& in_degree() const { return in_degree_; }
+  // Disjoint repeating stretches of tasks, sorted by begin (set by finalize()).
+  const std::vector<PeriodicRegion>& periodic_regions() const { return periods_; }
+  const std::vector<TaskId>& repeat_hints() const { return hints_; }
 
   std::array<MemoryBreakdown, kNumTiers> baseline{};
   // While a collective runs on another stream, compute tasks progress at (1 - this) of their
@@ -151,6 +172,8 @@ class StepGraph {
   std::vector<uint32_t> in_degree_;
   std::array<std::vector<TaskId>, kNumResources> order_;
   DagGraph dag_;
+  std::vector<TaskId> hints_;
+  std::vector<PeriodicRegion> periods_;
   bool finalized_ = false;
 };
 

@@ -2,6 +2,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/engine_test.cc
   sim/estimators_test.cc
   sim/memory_model_test.cc
+  sim/periodic_test.cc
   sim/simulate_test.cc
   sim/zero_config_test.cc
 )
