@@ -15,14 +15,14 @@
 // Periodic regions (StepGraph::periodic_regions) are where most of a step's tasks are: the same
 // layer, again and again. Each time a region's anchor task (its first task, and its copies one
 // period apart) starts, the engine takes a snapshot of its state at the end of that instant: the
-// tasks from the first one not ended to the last one touched, the pending events, the resources, the links and the
-// memory. When a snapshot equals the previous one shifted by one period in task ids and by some
-// time D in the clock -- memory may grow by the same amount each period -- the simulation has
-// reached a steady state: everything the next period does is what the last one did, shifted. The
-// engine then copies the last period's task timings forward over as many whole periods as stay
-// inside the region, shifts its state by as many periods, and carries on. Every figure (times,
-// critical-path links, memory peaks, event counts) is the one simulating every task gives, bit
-// for bit: times are integers, the state is compared exactly, and memory is only extrapolated
+// tasks from the first one not ended to the last one touched, the pending events, the resources,
+// the links and the memory. When a snapshot equals the previous one shifted by one period in task
+// ids and by some time D in the clock -- memory may grow by the same amount each period -- the
+// simulation has reached a steady state: everything the next period does is what the last one did,
+// shifted. The engine then copies the last period's task timings forward over as many whole periods
+// as stay inside the region, shifts its state by as many periods, and carries on. Every figure
+// (times, critical-path links, memory peaks, event counts) is the one simulating every task gives,
+// bit for bit: times are integers, the state is compared exactly, and memory is only extrapolated
 // when every amount is a sum double computes exactly (sim/periodic.h). A layer whose parts run at
 // different rates with nothing to hold the fast ones back (copies falling further behind every
 // layer) never repeats its state, and is simulated task by task.
