@@ -57,7 +57,10 @@ double Evaluation::worst_over_fraction(const hardware::Cluster& cluster) const {
 Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
                         sim::SimWorkspace* workspace) {
   Evaluation e;
-  const sim::ZeroSizes sizes = sim::zero_sizes(problem.model, problem.cluster.gpus, config);
+  sim::ZeroSizes own;
+  const sim::ZeroSizes& sizes =
+      workspace != nullptr ? workspace->sizes.get(problem.model, problem.cluster.gpus, config)
+                           : (own = sim::zero_sizes(problem.model, problem.cluster.gpus, config));
   const sim::MemoryReport m =
       sim::analyze_memory(problem.model, problem.cluster, config, sizes,
                           sim::plan_activations(problem.model, config, problem.workload));

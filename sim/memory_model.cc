@@ -258,6 +258,31 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   return s;
 }
 
+const ZeroSizes& ZeroSizesCache::get(const models::Model& model, int dp, const DsConfig& config) {
+  // Every field zero_sizes reads (keep in step with it).
+  const ZeroConfig& z = config.zero;
+  Fingerprinter h;
+  h.add(model.name());
+  h.add(model.num_params());
+  h.add(static_cast<int64_t>(model.layers().size()));
+  h.add(dp);
+  h.add(static_cast<int>(config.precision));
+  h.add(static_cast<int>(config.grad_accum_dtype));
+  h.add(z.stage);
+  h.add(z.reduce_bucket_size);
+  h.add(z.param_persistence_threshold);
+  h.add(z.model_persistence_threshold);
+  h.add(z.max_reuse_distance);
+  h.add(z.sub_group_size);
+  h.add(static_cast<int>(z.offload_optimizer.device));
+  h.add(z.offload_optimizer.ratio);
+  const GraphFingerprint key = h.finish();
+  auto it = sizes_.find(key);
+  if (it != sizes_.end()) return it->second;
+  if (sizes_.size() >= 1024) sizes_.clear();
+  return sizes_.emplace(key, zero_sizes(model, dp, config)).first->second;
+}
+
 std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
                                                          const hardware::Cluster& cluster,
                                                          const DsConfig& config) {

@@ -11,10 +11,12 @@
 
 #include <array>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware/profile.h"
 #include "models/model.h"
+#include "sim/fingerprint.h"
 #include "sim/zero_config.h"
 
 namespace zplan::sim {
@@ -140,6 +142,17 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
 
 // REQUIRES: config passed validate_ds_config for dp.
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config);
+
+// zero_sizes of many configs, each distinct one computed once: the planner's configs differ
+// mostly in knobs zero_sizes does not read. Keyed by every field it reads. Not thread-safe.
+class ZeroSizesCache {
+ public:
+  // The reference stays valid until the next get().
+  const ZeroSizes& get(const models::Model& model, int dp, const DsConfig& config);
+
+ private:
+  std::unordered_map<GraphFingerprint, ZeroSizes, GraphFingerprintHash> sizes_;
+};
 
 // Memory that lives for the whole step (model states, persistent buffers, runtime), per rank:
 // GPU per GPU, host tiers and NVMe for this one rank. Adam states are counted as after the

@@ -109,6 +109,7 @@ struct SimWorkspace {
   // configuration equivalent to one already simulated skips building its graphs too.
   std::unordered_map<GraphFingerprint, StepResult, GraphFingerprintHash> steps;
   size_t steps_reused = 0;  // simulate_step calls answered from `steps`
+  ZeroSizesCache sizes;     // for callers that evaluate many configs of one model (the planner)
 };
 
 struct SimulateOptions {

@@ -180,5 +180,59 @@ TEST_CASE("persistence threshold keeps small parameters gathered in stage 3", "[
   CHECK(persistent("1e12") == Approx(static_cast<double>(model.num_params())));
 }
 
+TEST_CASE("the zero_sizes cache answers what zero_sizes computes, field by field", "[memory]") {
+  // Configs that differ in every field zero_sizes reads, and in some it does not, asked in an
+  // order where each follows one that differs from it in one field: a key missing a field would
+  // answer with the earlier config's sizes.
+  const models::Model model = models::load_model("1.3b");
+  const char* const configs[] = {
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 1}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 0}})",
+      R"({"train_batch_size": 8, "bf16": {"enabled": true}, "zero_optimization": {"stage": 0}})",
+      R"({"train_batch_size": 8, "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"},
+          "zero_optimization": {"stage": 1}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "reduce_bucket_size": 1e7}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+          "stage3_param_persistence_threshold": 1e7}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+          "stage3_param_persistence_threshold": 1e7, "stage3_model_persistence_threshold": 1e6}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 1e8}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+          "offload_optimizer": {"device": "cpu"}}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+          "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+          "offload_optimizer": {"device": "cpu", "ratio": 0.5}, "overlap_comm": false}})",
+  };
+  ZeroSizesCache cache;
+  for (int dp : {8, 2}) {
+    for (const char* json : configs) {
+      INFO(json << " on " << dp);
+      const DsConfig c = config(json, dp, model.shape().hidden);
+      const ZeroSizes want = zero_sizes(model, dp, c);
+      const ZeroSizes& got = cache.get(model, dp, c);
+      CHECK(got.dp == want.dp);
+      CHECK(got.param_bytes == want.param_bytes);
+      CHECK(got.grad_accum_bytes == want.grad_accum_bytes);
+      CHECK(got.psi == want.psi);
+      CHECK(got.partition == want.partition);
+      CHECK(got.largest_param == want.largest_param);
+      CHECK(got.bucket == want.bucket);
+      CHECK(got.persistent == want.persistent);
+      CHECK(got.largest_fetch == want.largest_fetch);
+      CHECK(got.non_persistent == want.non_persistent);
+      CHECK(got.reuse_retained == want.reuse_retained);
+      CHECK(got.max_sub_group == want.max_sub_group);
+      CHECK(got.sub_groups == want.sub_groups);
+      CHECK(got.sub_group_sizes == want.sub_group_sizes);
+      CHECK(got.module_fetch == want.module_fetch);
+      CHECK(got.cpu_partition == want.cpu_partition);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zplan::sim
