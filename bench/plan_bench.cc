@@ -152,12 +152,18 @@ int main(int argc, char** argv) {
                        {"pruned", pruned_stats.pruned},
                        {"simulated", pruned_stats.simulated},
                        {"simulated_equivalent_to_an_earlier_one", pruned_stats.steps_reused},
+                       {"graphs_run", pruned_stats.graphs_run},
+                       {"graphs_reused", pruned_stats.graphs_reused},
+                       {"tasks_run", pruned_stats.tasks_run},
+                       {"tasks_jumped", pruned_stats.tasks_jumped},
                        {"configs_per_s_per_core_1_thread", n / pruned_one},
                        {"configs_per_s_per_core_all_threads", n / pruned_all / cores}};
     j["raw"] = {{"configs", cands.size()},
                 {"pruned", 0},
                 {"graphs_run", reuse_stats.graphs_run},
                 {"graphs_reused", reuse_stats.graphs_reused},
+                {"tasks_run", reuse_stats.tasks_run},
+                {"tasks_jumped", reuse_stats.tasks_jumped},
                 {"configs_equivalent_to_an_earlier_one", reuse_stats.steps_reused},
                 {"simulated_per_s_per_core_1_thread", per_core_1},
                 {"simulated_per_s_per_core_all_threads", per_core_all},
@@ -183,6 +189,13 @@ int main(int argc, char** argv) {
               cands.size(), pruned_stats.pruned, pruned_stats.simulated);
   std::printf("  %zu of the simulated were equivalent to one already simulated (no graph built)\n",
               pruned_stats.steps_reused);
+  std::printf("  graphs            %zu run through the engine, %zu identical to one already run\n",
+              pruned_stats.graphs_run, pruned_stats.graphs_reused);
+  std::printf("  tasks             %zu, of which %zu (%.0f%%) jumped over as repeats of a steady "
+              "layer\n",
+              pruned_stats.tasks_run, pruned_stats.tasks_jumped,
+              100.0 * static_cast<double>(pruned_stats.tasks_jumped) /
+                  static_cast<double>(std::max<size_t>(1, pruned_stats.tasks_run)));
   std::printf("  1 thread          %.3f s = %.0f configs/s per core   target >= 10000\n",
               pruned_one, n / pruned_one);
   std::printf("  %d threads         %.3f s = %.0f configs/s per core\n", cores, pruned_all,
@@ -192,6 +205,8 @@ int main(int argc, char** argv) {
               reuse_stats.steps_reused);
   std::printf("  graphs            %zu run through the engine, %zu identical to one already run\n",
               reuse_stats.graphs_run, reuse_stats.graphs_reused);
+  std::printf("  tasks             %zu, of which %zu jumped over\n", reuse_stats.tasks_run,
+              reuse_stats.tasks_jumped);
   std::printf("  1 thread          %.3f s = %.0f configs/s per core\n", one_thread, per_core_1);
   std::printf("  %d threads         %.3f s = %.0f configs/s per core\n", cores, all_threads,
               per_core_all);

@@ -123,7 +123,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::atomic<bool> failed{false};
-  std::atomic<size_t> graphs_run{0}, graphs_reused{0}, steps_reused{0};
+  std::atomic<size_t> graphs_run{0}, graphs_reused{0}, steps_reused{0}, tasks_run{0},
+      tasks_jumped{0};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto work = [&](bool reports) {
@@ -156,6 +157,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
     graphs_run += workspace.simulated;
     graphs_reused += workspace.reused;
     steps_reused += workspace.steps_reused;
+    tasks_run += workspace.tasks_run;
+    tasks_jumped += workspace.tasks_jumped;
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, false);
@@ -176,6 +179,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
     s.graphs_run = graphs_run;
     s.graphs_reused = graphs_reused;
     s.steps_reused = steps_reused;
+    s.tasks_run = tasks_run;
+    s.tasks_jumped = tasks_jumped;
     *stats = s;
   }
   return evals;

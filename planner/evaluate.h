@@ -76,6 +76,10 @@ struct SearchStats {
   // identical one instead; they depend on how threads shared the work (benchmarks only).
   size_t graphs_run = 0;
   size_t graphs_reused = 0;
+  // Tasks of the graphs run, and how many of them the engine jumped over as repeats of a steady
+  // layer (sim::EngineResult::skipped_tasks) instead of simulating them one by one.
+  size_t tasks_run = 0;
+  size_t tasks_jumped = 0;
   // Simulated configs answered whole from an equivalent one (sim::SimWorkspace::steps).
   size_t steps_reused = 0;
 };

@@ -274,6 +274,8 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     if (out == nullptr) {
       simulator.run(graph, eo, &er);
       ++ws.simulated;
+      ws.tasks_run += graph.tasks().size();
+      ws.tasks_jumped += er.skipped_tasks;
       fresh = summarize(graph, er);
       out = &fresh;
       if (reuse) {

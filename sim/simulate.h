@@ -104,6 +104,9 @@ struct SimWorkspace {
   std::unordered_map<GraphFingerprint, GraphOutcome, GraphFingerprintHash> outcomes;
   size_t reused = 0;     // graphs answered from `outcomes`
   size_t simulated = 0;  // graphs run through the engine
+  size_t tasks_run = 0;  // tasks of those graphs
+  // Of which the engine copied from a repeat (EngineResult::skipped_tasks).
+  size_t tasks_jumped = 0;
   // With SimulateOptions::reuse_steps: whole results by a key of the configuration (every field
   // the builder reads, with a prefetch window that changes no graph counted as none), so that a
   // configuration equivalent to one already simulated skips building its graphs too.
