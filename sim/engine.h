@@ -139,7 +139,8 @@ class Simulator {
     SimTime compute_updated;
   };
   void start_tracking(const EngineOptions& options);
-  void take_snapshot(Snapshot* s);
+  // Fills *s; false (and *s unusable) when its window is too long to compare.
+  bool take_snapshot(Snapshot* s);
   // Compares the snapshot just taken with the previous one; returns how many periods to skip.
   int64_t periods_to_skip(const Snapshot& prev, const Snapshot& cur) const;
   void skip(const Snapshot& prev, const Snapshot& cur, int64_t periods);

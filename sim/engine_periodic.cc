@@ -59,9 +59,7 @@ void Simulator::at_instant_end() {
   Snapshot& cur = snaps_[index];
   cur.region = region;
   cur.anchor = due_anchor_;
-  take_snapshot(&cur);
-  const PeriodicRegion& r = graph_->periodic_regions()[region];
-  if (cur.hi - cur.lo > kMaxWindowPeriods * r.period) {
+  if (!take_snapshot(&cur)) {
     last_snap_ = -1;
   } else if (int64_t periods = last_snap_ < 0 ? 0 : periods_to_skip(snaps_[last_snap_], cur);
              periods > 0) {
@@ -73,7 +71,7 @@ void Simulator::at_instant_end() {
   reset_period_record();
 }
 
-void Simulator::take_snapshot(Snapshot* s) {
+bool Simulator::take_snapshot(Snapshot* s) {
   const size_t n = graph_->tasks().size();
   while (lo_ < n && state_[lo_] == kEnded) ++lo_;
   s->at = now_;
@@ -82,7 +80,7 @@ void Simulator::take_snapshot(Snapshot* s) {
   s->events = result_->events;
   const PeriodicRegion& region = graph_->periodic_regions()[s->region];
   s->tasks.clear();
-  if (s->hi - s->lo > kMaxWindowPeriods * region.period) return;  // not compared
+  if (s->hi - s->lo > kMaxWindowPeriods * region.period) return false;  // too long to compare
   const auto& timing = result_->timing;
   for (TaskId i = s->lo; i < s->hi; ++i) {
     const TaskId dep = last_dep_[i];
@@ -109,13 +107,14 @@ void Simulator::take_snapshot(Snapshot* s) {
   s->comm_active = comm_active_;
   s->compute_rate = compute_rate_;
   s->compute_updated = compute_updated_;
+  return true;
 }
 
 int64_t Simulator::periods_to_skip(const Snapshot& prev, const Snapshot& cur) const {
   const PeriodicRegion& region = graph_->periodic_regions()[cur.region];
   const TaskId p = region.period;
   if (prev.region != cur.region || cur.anchor != prev.anchor + p || prev.lo < region.begin ||
-      cur.lo != prev.lo + p || cur.hi != prev.hi + p || cur.tasks.size() != prev.tasks.size()) {
+      cur.lo != prev.lo + p || cur.hi != prev.hi + p) {
     return 0;
   }
   // How far the next periods reach: the tasks touched, and the next task of each resource.

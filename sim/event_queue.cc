@@ -1,7 +1,6 @@
 #include "sim/event_queue.h"
 
 #include <algorithm>
-#include <functional>
 
 namespace zplan::sim {
 
@@ -63,17 +62,18 @@ void EventQueue::pending(std::vector<Event>* out) const {
 }
 
 void EventQueue::shift(uint32_t target_delta, SimDuration time_delta) {
-  // The heap's shape is kept: shifting every key by the same amount keeps their order.
-  for (uint32_t target : heap_) pos_[target] = kAbsent;
-  scratch_.assign(heap_.begin(), heap_.end());
-  // Move keys from the highest target down, so that no key is overwritten before it is moved.
-  std::sort(scratch_.begin(), scratch_.end(), std::greater<>());
-  for (uint32_t target : scratch_) {
-    Key k = key_[target];
-    k.at += time_delta;
-    key_[target + target_delta] = k;
+  // The heap's shape is kept: shifting every key by the same amount keeps their order. The keys
+  // are read out first, since a new target may be an old one still to be moved.
+  scratch_.clear();
+  for (uint32_t target : heap_) {
+    scratch_.push_back(key_[target]);
+    pos_[target] = kAbsent;
   }
-  for (uint32_t i = 0; i < heap_.size(); ++i) place(i, heap_[i] + target_delta);
+  for (uint32_t i = 0; i < heap_.size(); ++i) {
+    const uint32_t target = heap_[i] + target_delta;
+    key_[target] = Key{scratch_[i].at + time_delta, scratch_[i].seq};
+    place(i, target);
+  }
 }
 
 void EventQueue::sift_up(uint32_t i) {

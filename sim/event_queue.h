@@ -71,8 +71,8 @@ class EventQueue {
   std::vector<uint32_t> heap_;  // targets; heap_[0] is the earliest
   std::vector<uint32_t> pos_;   // target -> index in heap_, or kAbsent
   std::vector<Key> key_;        // target -> its pending event's key
-  std::vector<uint32_t> scratch_;
-  uint32_t next_seq_ = 0;  // a run schedules far fewer than 2^32 events
+  std::vector<Key> scratch_;    // shift()'s copy of the pending keys
+  uint32_t next_seq_ = 0;       // a run schedules far fewer than 2^32 events
   bool shuffle_ = false;
   std::mt19937_64 rng_;
 };
