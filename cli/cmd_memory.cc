@@ -101,6 +101,7 @@ int run_memory(const MemoryOptions& o) {
     return run_estimator(o);
   }
   Setup setup = resolve_setup(o.setup);
+  print_notes(setup.notes);
   const bool single = !o.setup.ds_config.empty() || any_zero_flag(o.setup);
   if (single) {
     sim::MemoryReport r =

@@ -211,7 +211,7 @@ int run_plan(const PlanCliOptions& o) {
   po.ds_config_file = o.out;
   planner::PlanResult r = planner::plan(p, rs.knobs, rs.batch, po);
   const planner::SearchResult& s = r.search;
-  for (const std::string& n : s.space.notes) std::cerr << "zplan: note: " << n << '\n';
+  print_notes(s.space.notes);
 
   std::string ds_json_text;
   std::string written;

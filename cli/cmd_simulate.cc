@@ -165,6 +165,7 @@ int run_simulate(const SimulateCliOptions& o) {
     throw InputError(o.trace, "exists; pass --force to replace it");
   }
   Setup s = resolve_setup(o.setup);
+  print_notes(s.notes);
   sim::SimulateOptions so;
   so.every_micro_step = o.every_micro_step;
   std::unique_ptr<sim::TraceWriter> trace;

@@ -175,7 +175,7 @@ int run_sweep(const SweepCliOptions& o) {
   eo.prune = !o.no_prune;
   eo.progress = progress_bar();
   planner::SearchResult s = planner::run_search(p, rs.knobs, rs.batch, eo);
-  for (const std::string& n : s.space.notes) std::cerr << "zplan: note: " << n << '\n';
+  print_notes(s.space.notes);
 
   std::vector<bool> on_front(s.candidates.size(), false);
   for (size_t i : s.pareto) on_front[i] = true;

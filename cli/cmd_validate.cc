@@ -202,16 +202,18 @@ int run_validate(ValidateCliOptions o) {
                                  /*device_memory_is_host=*/!cuda);
 
   const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
-  if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu &&
-      std::getenv(kRelaunchedVar) == nullptr) {
-    // Printed once, before a re-launch: the ranks below are CPU ranks whatever the profile says.
+  // Notes are printed once, before a re-launch.
+  const bool relaunched = std::getenv(kRelaunchedVar) != nullptr;
+  if (!relaunched) print_notes(s.notes);
+  if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu && !relaunched) {
+    // The ranks below are CPU ranks whatever the profile says.
     std::cerr << "zplan: note: --hw " << o.setup.hw << " describes " << s.cluster.profile.gpu.name
               << ", but the executor runs on CPU ranks: predicted times are for that hardware, "
                  "measured ones for this CPU (memory compares either way); calibrate this machine "
                  "with zplan calibrate --backend host,mpi --out cpu.json\n";
   }
   if (!under_mpi && o.ranks > 1) {
-    if (std::getenv(kRelaunchedVar) != nullptr) {
+    if (relaunched) {
       throw InputError("zplan validate", "was re-launched under mpirun but sees no MPI launcher");
     }
     if (!calibrate::executor_has_mpi()) {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 
 #include "models/catalog.h"
 #include "models/input_error.h"
@@ -106,7 +107,9 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
 namespace {
 
 // A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults for everything not given.
-sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context) {
+// A flag the chosen stage does not read gets a line in `notes`.
+sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context,
+                                std::vector<std::string>* notes) {
   nlohmann::json j = nlohmann::json::object();
   const sim::Precision p = context.auto_precision;
   if (p == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
@@ -117,8 +120,17 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   // The size flags are the planner's knobs, one value each: the same syntax, ranges and errors.
   // A stage-3-only one with a lower stage is refused, as the planner refuses it, rather than
   // silently unused. (Flags several stages read, like --reduce-bucket, are accepted with any
-  // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh.)
+  // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh;
+  // where the stage ignores one, a note says so.)
   using planner::Knob;
+  const std::string stage_given =
+      o.stage ? "--stage is " + std::to_string(stage) : std::string("no --stage was given (stage 0)");
+  auto note_if_ignored = [&](Knob knob) {
+    if (const char* why = planner::stage_ignores(knob, stage)) {
+      notes->push_back(std::string(planner::knob_flag(knob)) + " has no effect: " + why + ", and " +
+                       stage_given);
+    }
+  };
   const std::pair<Knob, const std::optional<std::string>*> sizes[] = {
       {Knob::kReduceBucket, &o.reduce_bucket_size},
       {Knob::kAllgatherBucket, &o.allgather_bucket_size},
@@ -133,12 +145,14 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
         planner::stage_ignores(knob, 3) == nullptr && planner::stage_ignores(knob, 2) != nullptr;
     if (stage3_only && stage < 3) {
       throw InputError(planner::knob_flag(knob),
-                       std::string(planner::stage_ignores(knob, stage)) + ", but " +
-                           (o.stage ? "--stage is " + std::to_string(stage)
-                                    : std::string("no --stage was given (stage 0)")));
+                       std::string(planner::stage_ignores(knob, stage)) + ", but " + stage_given);
     }
+    note_if_ignored(knob);
   }
-  if (o.overlap_comm) z["overlap_comm"] = *o.overlap_comm;
+  if (o.overlap_comm) {
+    z["overlap_comm"] = *o.overlap_comm;
+    note_if_ignored(Knob::kOverlapComm);
+  }
   sim::OffloadDevice opt = parse_offload(o.offload_optimizer, "--offload-optimizer");
   sim::OffloadDevice par = parse_offload(o.offload_param, "--offload-param");
   if (opt != sim::OffloadDevice::kNone) {
@@ -180,10 +194,15 @@ Setup resolve_setup(const SetupOptions& o) {
   context.train_batch_size = o.global_batch;
   context.auto_precision = resolve_precision(o, cluster.profile.gpu);
   context.precision_from_flag = !o.precision.empty();
-  sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context)
+  std::vector<std::string> notes;
+  sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
   if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
-  return Setup{std::move(model), std::move(cluster), std::move(config), workload};
+  return Setup{std::move(model), std::move(cluster), std::move(config), workload, std::move(notes)};
+}
+
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& n : notes) std::cerr << "zplan: note: " << n << '\n';
 }
 
 std::string format_gib(double bytes) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -69,12 +70,17 @@ struct Setup {
   hardware::Cluster cluster;
   sim::DsConfig config;
   sim::Workload workload;
+  // Remarks for stderr ("--reduce-bucket has no effect at stage 0"), one line each.
+  std::vector<std::string> notes;
 };
 
 // Loads model and profile, builds the cluster and the ds_config (from --ds-config, or from the
 // ZeRO flags with DeepSpeed's defaults for the rest). Throws InputError on any bad value, and on
 // --ds-config given together with ZeRO flags.
 Setup resolve_setup(const SetupOptions& options);
+
+// Prints each note to stderr as "zplan: note: <note>".
+void print_notes(const std::vector<std::string>& notes);
 
 // The parts of resolve_setup, for commands that build many configs (the planner).
 models::Model resolve_model(const SetupOptions& options);

@@ -87,6 +87,18 @@ TEST_CASE("zplan validate re-launches under mpirun and compares a tiny step", "[
   }
 }
 
+TEST_CASE("zplan validate prints a note once, not once per rank", "[executor]") {
+  if (!can_run_ranks()) return;
+  testing::RunResult r = testing::run_zplan(
+      "validate --model tiny-mlp-s --ranks 2 --stage 0 --hw examples/cpu-2core.json "
+      "--micro-batch 8 --reduce-bucket 2e6 --steps 1");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  const std::string note = "zplan: note: --reduce-bucket has no effect";
+  CHECK(r.err.find(note) != std::string::npos);
+  CHECK(r.err.find(note) == r.err.rfind(note));
+}
+
 TEST_CASE("zplan validate --max-error fails with exit code 4 above the limit", "[executor]") {
   if (!can_run_ranks()) return;
   testing::RunResult r = testing::run_zplan(std::string(kTinyCase) + " --max-error 0");
