@@ -60,8 +60,9 @@ std::vector<std::string> parse_backend_list(const std::string& list) {
   return parse_backend_list(list, known_backends());
 }
 
-std::vector<std::string> parse_backend_list(const std::string& list,
+std::vector<std::string> parse_backend_list(const std::string& given,
                                             const std::vector<BackendInfo>& known) {
+  const std::string list = ascii_lower(given);  // "Host,MPI" as "host,mpi"
   std::vector<std::string> available;
   for (const BackendInfo& b : known) {
     if (b.compiled) available.push_back(b.name);

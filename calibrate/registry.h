@@ -27,10 +27,10 @@ struct BackendInfo {
 std::vector<BackendInfo> known_backends();
 std::vector<std::string> compiled_backends();
 
-// Parses a --backend value: a comma list of names, or "auto". Throws InputError for an empty
-// list or item, a duplicate, an unknown name ("unknown backend 'x'; known: ...") and a backend
-// this build does not have: "backend 'nccl' is not compiled into this zplan (configure with
-// -DZPLAN_WITH_NCCL=ON); available: host, mpi, fake".
+// Parses a --backend value: a comma list of names, or "auto", in any case. Throws InputError for
+// an empty list or item, a duplicate, an unknown name ("unknown backend 'x'; known: ...") and a
+// backend this build does not have: "backend 'nccl' is not compiled into this zplan (configure
+// with -DZPLAN_WITH_NCCL=ON); available: host, mpi, fake".
 std::vector<std::string> parse_backend_list(const std::string& list);
 // The same against another registry (tests of builds without some backends).
 std::vector<std::string> parse_backend_list(const std::string& list,

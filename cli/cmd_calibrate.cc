@@ -29,7 +29,7 @@ struct CalibrateCliOptions {
 };
 
 calibrate::Sweep parse_sweep(const std::string& text) {
-  const std::string t = lower_case(text);
+  const std::string t = ascii_lower(text);
   if (t == "quick") return calibrate::Sweep::kQuick;
   if (t == "full") return calibrate::Sweep::kFull;
   if (t == "tiny") return calibrate::Sweep::kTiny;

@@ -95,7 +95,7 @@ int run_estimator(const MemoryOptions& o) {
 
 int run_memory(const MemoryOptions& o) {
   if (!o.compat.empty()) {
-    if (lower_case(o.compat) != "deepspeed-estimator") {
+    if (ascii_lower(o.compat) != "deepspeed-estimator") {
       throw InputError("--compat", "must be deepspeed-estimator, got '" + o.compat + "'");
     }
     return run_estimator(o);

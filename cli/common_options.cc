@@ -1,6 +1,5 @@
 #include "cli/common_options.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -57,13 +56,8 @@ bool any_zero_flag(const SetupOptions& o) {
          o.overlap_comm;
 }
 
-std::string lower_case(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 sim::Precision parse_precision(const std::string& text, const std::string& flag) {
-  const std::string t = lower_case(text);
+  const std::string t = ascii_lower(text);
   if (t == "bf16") return sim::Precision::kBf16;
   if (t == "fp16") return sim::Precision::kFp16;
   if (t == "fp32") return sim::Precision::kFp32;

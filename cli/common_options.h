@@ -87,7 +87,6 @@ models::Model resolve_model(const SetupOptions& options);
 hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
 // Enum-valued flags are read case-insensitively ("BF16", "CPU", "Full"), as the planner's lists.
-std::string lower_case(std::string text);
 sim::Precision parse_precision(const std::string& text, const std::string& flag);
 // --precision, else the default: default_precision if set, else bf16 where the GPU has it and
 // fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.

@@ -12,4 +12,11 @@ std::string json_location(const std::string& file, const std::string& pointer) {
   return file + ": " + pointer;
 }
 
+std::string ascii_lower(std::string text) {
+  for (char& c : text) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return text;
+}
+
 }  // namespace zplan

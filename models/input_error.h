@@ -30,6 +30,9 @@ class InputError : public std::runtime_error {
 // An empty pointer names the whole document.
 std::string json_location(const std::string& file, const std::string& pointer);
 
+// `text` with ASCII letters lower-cased: names users may type in any case ("CPU", "Quick").
+std::string ascii_lower(std::string text);
+
 }  // namespace zplan
 
 #endif  // ZPLAN_MODELS_INPUT_ERROR_H_

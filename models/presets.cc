@@ -1,11 +1,10 @@
 // The built-in models. Shapes and their parameter counts: reference/deepspeed_internals.md §7
 // (GPT-3 sizes from metaseq's MODEL_SIZES, GPT-NeoX-20B from EleutherAI's configs/20B.yml and
 // its Hugging Face config, Llama from the Hugging Face config.json files litgpt cites).
-#include <algorithm>
-#include <cctype>
 #include <string>
 #include <utility>
 
+#include "models/input_error.h"
 #include "models/model_internal.h"
 
 namespace zplan::models::internal {
@@ -168,10 +167,7 @@ std::vector<Preset> make_presets() {
 }
 
 bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
+  return ascii_lower(std::string(a)) == ascii_lower(std::string(b));
 }
 
 }  // namespace

@@ -51,13 +51,6 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
-
 // An element count as people write it: "5e8" when a one- or two-digit mantissa says it
 // exactly, else the integer.
 std::string format_size(int64_t v) {
@@ -92,7 +85,7 @@ int64_t parse_number(const KnobInfo& k, const std::string& text, const std::stri
 }
 
 int64_t parse_word(const KnobInfo& k, const std::string& text, const std::string& where) {
-  std::string w = lower(text);
+  std::string w = ascii_lower(text);
   if (k.type == Type::kOffload) {
     if (w == "none") return 0;
     if (w == "cpu") return 1;
@@ -185,7 +178,7 @@ const char* knob_name(Knob k) { return info(k).name; }
 const char* knob_flag(Knob k) { return info(k).flag; }
 
 std::optional<Knob> find_knob(std::string_view name) {
-  std::string n = lower(std::string(name));
+  std::string n = ascii_lower(std::string(name));
   while (!n.empty() && n[0] == '-') n.erase(0, 1);
   for (char& c : n) {
     if (c == '-') c = '_';

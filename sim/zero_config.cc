@@ -624,9 +624,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   }
   // get_communication_data_type (config.py) lower-cases it and accepts three names.
   if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
-    std::string lower = *v;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    const std::string lower = ascii_lower(*v);
     if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
       top.fail("communication_data_type",
                "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));

@@ -31,6 +31,8 @@ TEST_CASE("the registry lists every backend and what this build has", "[calibrat
 TEST_CASE("backend lists from --backend", "[calibrate][registry]") {
   CHECK(parse_backend_list("host,fake") == std::vector<std::string>{"host", "fake"});
   CHECK(parse_backend_list("auto") == std::vector<std::string>{"auto"});
+  CHECK(parse_backend_list("Host,FAKE") == std::vector<std::string>{"host", "fake"});  // any case
+  CHECK(parse_backend_list("AUTO") == std::vector<std::string>{"auto"});
   CHECK_THROWS_WITH(parse_backend_list("host,,fake"),
                     "--backend: has an empty item in 'host,,fake'");
   CHECK_THROWS_WITH(parse_backend_list("host,host"), "--backend: lists 'host' twice");
