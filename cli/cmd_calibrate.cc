@@ -73,9 +73,7 @@ int calibrate_on_this_rank(CalibrateCliOptions o) {
   if (o.fake_delay_ms < 0) throw InputError("--fake-delay-ms", "must not be negative");
   o.run.probe.fake_delay_s = o.fake_delay_ms / 1000;
   // Refuse to measure for minutes only to find the output cannot be written.
-  if (!o.run.out.empty() && !o.force && path_exists(o.run.out)) {
-    throw InputError(o.run.out, "exists; pass --force to replace it");
-  }
+  if (!o.run.out.empty()) check_output_file(o.run.out, o.force);
   std::unique_ptr<calibrate::Group> group = calibrate::make_process_group();
   calibrate::InterruptGuard guard;  // temporary files go away on SIGINT / SIGTERM / SIGHUP
   calibrate::Progress progress(group->rank() == 0 ? &std::cerr : nullptr);

@@ -198,8 +198,8 @@ int run_plan(const PlanCliOptions& o) {
   // the outputs, before searching.
   ResolvedSearch rs = resolve_search(o.search);
   planner::resolve_search_space(rs.problem, rs.knobs, rs.batch);
-  check_output_path(o.out, o.search.force);
-  check_output_path(o.search.report, o.search.force);
+  check_output_file(o.out, o.search.force);
+  if (!o.search.report.empty()) check_output_file(o.search.report, o.search.force);
   if (!o.search.report.empty() && same_file(o.out, o.search.report)) {
     throw InputError("--report", o.search.report + " is also --out, where the ds_config goes");
   }

@@ -161,9 +161,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
 }
 
 int run_simulate(const SimulateCliOptions& o) {
-  if (!o.trace.empty() && !o.force && path_exists(o.trace)) {
-    throw InputError(o.trace, "exists; pass --force to replace it");
-  }
+  if (!o.trace.empty()) check_output_file(o.trace, o.force);
   Setup s = resolve_setup(o.setup);
   print_notes(s.notes);
   sim::SimulateOptions so;

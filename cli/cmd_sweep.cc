@@ -167,7 +167,7 @@ int run_sweep(const SweepCliOptions& o) {
   if (o.csv && o.search.json) throw InputError("--csv", "give --csv or --json, not both");
   if (o.top < 0)
     throw InputError("--top", "must be 0 (every row) or more, got " + std::to_string(o.top));
-  check_output_path(o.search.report, o.search.force);
+  if (!o.search.report.empty()) check_output_file(o.search.report, o.search.force);
   ResolvedSearch rs = resolve_search(o.search);
   const planner::Problem& p = rs.problem;
   planner::EvalOptions eo;

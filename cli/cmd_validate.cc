@@ -178,9 +178,7 @@ int run_validate(ValidateCliOptions o) {
   if (o.max_error_pct && !(*o.max_error_pct >= 0)) {
     throw InputError("--max-error", "must be a percentage >= 0");
   }
-  if (!o.trace.empty() && !o.force && path_exists(o.trace)) {
-    throw InputError(o.trace, "exists; pass --force to replace it");
-  }
+  if (!o.trace.empty()) check_output_file(o.trace, o.force);
   // Bad input is reported here, once, before any rank starts.
   if (!(o.comm_timeout_s > 0)) {
     throw InputError("--comm-timeout", "must be more than 0 seconds");

@@ -115,12 +115,6 @@ bool same_file(const std::string& a, const std::string& b) {
   return pa == pb;
 }
 
-void check_output_path(const std::string& path, bool force) {
-  if (!path.empty() && !force && path_exists(path)) {
-    throw InputError(path, "exists; pass --force to replace it");
-  }
-}
-
 std::string describe_search_batch(const planner::Problem& p, const planner::SearchResult& s) {
   const auto& b = s.space.batch;
   return strformat("%s, seq %lld, global batch %lld samples (%s tokens; %s) = %lld per GPU",

@@ -51,9 +51,6 @@ ResolvedSearch resolve_search(const SearchCliOptions& options);
 // A progress bar on stderr when stderr is a terminal, else an empty function (quiet).
 std::function<void(size_t done, size_t total)> progress_bar();
 
-// Throws InputError("<path>: exists; pass --force to replace it") if `path` is given, exists,
-// and `force` is false: checked before a long search, not after.
-void check_output_path(const std::string& path, bool force);
 // Whether two paths name the same file (existing or not), after resolving "." and "..".
 bool same_file(const std::string& a, const std::string& b);
 

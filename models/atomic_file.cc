@@ -30,6 +30,47 @@ void split_path(const std::string& path, std::string* dir, std::string* base) {
   }
 }
 
+// The file check_output_file(path, overwrite) allows writing: `path`, or the file a link at
+// `path` names. Sets *dir and *base to its directory and name.
+std::string checked_target(const std::string& path, bool overwrite, std::string* dir,
+                           std::string* base) {
+  if (path.empty()) throw InputError("", "empty output file name");
+  std::string target = path;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!overwrite) throw InputError(path, "exists; pass --force to replace it");
+    if (S_ISLNK(st.st_mode)) {
+      char* resolved = realpath(path.c_str(), nullptr);
+      if (resolved == nullptr) {
+        throw InputError(path, "is a symbolic link to nothing (" + errno_text(errno) +
+                                   "); zplan writes through a link only to an existing file");
+      }
+      target = resolved;
+      std::free(resolved);
+      if (stat(target.c_str(), &st) != 0) {
+        throw InputError(path, "cannot read what the link names: " + errno_text(errno));
+      }
+    }
+    if (!S_ISREG(st.st_mode)) {
+      const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                         : S_ISCHR(st.st_mode)  ? "a character device"
+                         : S_ISBLK(st.st_mode)  ? "a block device"
+                         : S_ISFIFO(st.st_mode) ? "a pipe"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                                                : "not a regular file";
+      throw InputError(path, std::string("is ") + (target != path ? "a link to " : "") + what +
+                                 "; zplan replaces only regular files");
+    }
+  }
+  split_path(target, dir, base);
+  if (base->empty()) throw InputError(path, "is a directory name, expected a file name");
+  // The same words as a failing mkstemp, but before any work is done.
+  if (access(dir->c_str(), W_OK | X_OK) != 0) {
+    throw InputError(path, "cannot create a file here: " + errno_text(errno));
+  }
+  return target;
+}
+
 }  // namespace
 
 bool path_exists(const std::string& path) {
@@ -37,14 +78,14 @@ bool path_exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
-void write_file_atomically(const std::string& path, std::string_view content, bool overwrite) {
-  if (path.empty()) throw InputError("", "empty output file name");
-  if (!overwrite && path_exists(path)) {
-    throw InputError(path, "exists; pass --force to replace it");
-  }
+void check_output_file(const std::string& path, bool overwrite) {
   std::string dir, base;
-  split_path(path, &dir, &base);
-  if (base.empty()) throw InputError(path, "is a directory name, expected a file name");
+  checked_target(path, overwrite, &dir, &base);
+}
+
+void write_file_atomically(const std::string& path, std::string_view content, bool overwrite) {
+  std::string dir, base;
+  const std::string target = checked_target(path, overwrite, &dir, &base);
   // Hidden, unique, in the same directory (so the final rename cannot cross file systems).
   std::string tmpl = dir + "/." + base + ".tmp-XXXXXX";
   int fd = mkstemp(tmpl.data());
@@ -78,14 +119,14 @@ void write_file_atomically(const std::string& path, std::string_view content, bo
     throw InputError(path, "close failed: " + errno_text(err));
   }
   if (overwrite) {
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
+    if (rename(tmp.c_str(), target.c_str()) != 0) {
       int err = errno;
       unlink(tmp.c_str());
       throw InputError(path, "cannot move into place: " + errno_text(err));
     }
   } else {
     // link() fails with EEXIST instead of replacing, closing the race with the check above.
-    if (link(tmp.c_str(), path.c_str()) != 0) {
+    if (link(tmp.c_str(), target.c_str()) != 0) {
       int err = errno;
       unlink(tmp.c_str());
       if (err == EEXIST) throw InputError(path, "exists; pass --force to replace it");

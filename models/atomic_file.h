@@ -13,10 +13,18 @@
 
 namespace zplan {
 
-// Writes `content` to `path` atomically. When `overwrite` is false and `path` exists, throws
-// InputError("<path>: exists; pass --force to replace it") and leaves it untouched. Throws
-// InputError naming the path on any I/O failure; the temporary file is removed in every case.
+// Writes `content` to `path` atomically, after check_output_file(path, overwrite). A symbolic
+// link is written through: the file it names is replaced and the link stays. Throws InputError
+// naming the path on any I/O failure; the temporary file is removed in every case.
 void write_file_atomically(const std::string& path, std::string_view content, bool overwrite);
+
+// Throws InputError naming `path` unless write_file_atomically(path, ..., overwrite) could
+// create or replace it: the name is empty or ends in '/'; it exists and `overwrite` is false
+// ("exists; pass --force to replace it"); it is, or links to, something other than a regular
+// file (a device such as /dev/null, a pipe, a directory), which zplan never replaces; it is a
+// link to nothing; its directory is missing or not writable. Commands call it before long work,
+// so that a bad output path is reported before the work, not after it.
+void check_output_file(const std::string& path, bool overwrite);
 
 // True iff something exists at `path` (file, directory or link).
 bool path_exists(const std::string& path);

@@ -1,10 +1,12 @@
 // Every kind of bad input ends in one line on stderr and a documented nonzero exit code --
 // never a crash, a hang or a stack trace -- for every command that reads a training setup.
-#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <catch2/catch.hpp>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -255,6 +257,52 @@ TEST_CASE("outputs are never written over an existing file without --force", "[c
                           existing.path);
   expect_one_line_error(r, 1, "exists");
   CHECK(slurp(existing.path) == "precious");
+}
+
+TEST_CASE(
+    "with --force an output replaces only regular files, writes through links, is checked first",
+    "[cli]") {
+  namespace fs = std::filesystem;
+  TempFile target("precious", "target.json");
+  const std::string dir = target.dir;
+  const std::string pipe = dir + "/pipe", sub = dir + "/sub", link = dir + "/link.json";
+  const std::string to_pipe = dir + "/to_pipe", dangling = dir + "/dangling.json";
+  REQUIRE(mkfifo(pipe.c_str(), 0600) == 0);
+  fs::create_directory(sub);
+  fs::create_symlink("target.json", link);
+  fs::create_symlink("pipe", to_pipe);
+  fs::create_symlink("missing.json", dangling);
+  const std::string simulate = "simulate --model 125m --gpus 8 --hw a100 --stage 2 --force ";
+  // A device, pipe or directory is never replaced by a regular file (as root, --out /dev/null
+  // --force used to replace the system's /dev/null).
+  expect_one_line_error(run_zplan(simulate + "--trace " + pipe), 1,
+                        "pipe: is a pipe; zplan replaces only regular files");
+  expect_one_line_error(run_zplan(simulate + "--trace " + to_pipe), 1,
+                        "to_pipe: is a link to a pipe; zplan replaces only regular files");
+  expect_one_line_error(run_zplan(simulate + "--trace " + sub), 1,
+                        "sub: is a directory; zplan replaces only regular files");
+  expect_one_line_error(run_zplan(simulate + "--trace " + dangling), 1,
+                        "dangling.json: is a symbolic link to nothing");
+  CHECK(fs::is_fifo(fs::symlink_status(pipe)));
+  CHECK(fs::is_symlink(fs::symlink_status(to_pipe)));
+  CHECK(fs::is_directory(fs::symlink_status(sub)));
+  // A link to a regular file is written through: the file is replaced, the link stays.
+  RunResult r = run_zplan(simulate + "--trace " + link);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(fs::is_symlink(fs::symlink_status(link)));
+  CHECK(slurp(target.path).rfind("{", 0) == 0);
+  // A folder that is not there is reported before the work: before calibrate measures for
+  // minutes, and before plan writes its ds_config (then failing on the report).
+  const std::string nodir = dir + "/nodir/";
+  expect_one_line_error(run_zplan("calibrate --backend fake --out " + nodir + "cpu.json"), 1,
+                        "nodir/cpu.json: cannot create a file here: No such file or directory");
+  expect_one_line_error(run_zplan("plan --model 125m --gpus 8 --hw a100 --stage 2 --micro-batch 1 "
+                                  "--out " +
+                                  dir + "/ds.json --report " + nodir + "r.html"),
+                        1, "nodir/r.html: cannot create a file here");
+  CHECK_FALSE(fs::exists(dir + "/ds.json"));
+  for (const std::string& p : {pipe, sub, link, to_pipe, dangling}) fs::remove(p);
 }
 
 }  // namespace
