@@ -90,8 +90,12 @@ hardware::Cluster resolve_cluster(const SetupOptions& o) {
 
 sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model) {
   sim::Workload w;
-  if (o.seq_len != kModelSeqLen && o.seq_len < 1) {
-    throw InputError("--seq-len", "must be positive, got " + std::to_string(o.seq_len));
+  // 2^24 = 16.8M tokens: past the longest context of any released model (Llama 4 Scout, 10M).
+  // A longer one is a typo, and 2^31 overflowed the simulator's clock.
+  constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+  if (o.seq_len != kModelSeqLen && (o.seq_len < 1 || o.seq_len > kMaxSeqLen)) {
+    throw InputError("--seq-len", std::to_string(o.seq_len) + " is out of range (1 to " +
+                                      std::to_string(kMaxSeqLen) + " tokens)");
   }
   w.seq_len = o.seq_len != kModelSeqLen ? o.seq_len : model.shape().default_seq_len;
   w.flash_attention = !o.no_flash_attention;

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "models/input_error.h"
 #include "sim/periodic.h"
+#include "sim/time.h"
 
 namespace zplan::sim {
 
@@ -105,14 +109,24 @@ void StepGraph::finalize() {
   // they were added).
   scratch_offsets_.assign(n + 1, 0);
   for (TaskId owner : effect_owner_) ++scratch_offsets_[owner + 1];
+  double total_s = 0;
   for (size_t i = 0; i < n; ++i) {
     Task& t = tasks_[i];
+    total_s += t.latency_s + t.work_s;
     t.slowed_by_comm =
         t.resource == Resource::kCompute && !is_collective(t.kind) && t.link == LinkSlot::kNone;
     t.slows_compute = is_collective(t.kind) && t.resource != Resource::kCompute;
     tasks_[i].effects_begin = scratch_offsets_[i];
     tasks_[i].effects_count = scratch_offsets_[i + 1];
     scratch_offsets_[i + 1] += scratch_offsets_[i];
+  }
+  if (!(total_s <= kMaxGraphSeconds)) {
+    char years[32];
+    std::snprintf(years, sizeof years, "%.3g", total_s / (365.25 * 86400));
+    throw InputError("simulation", "the tasks of one step add up to " + std::string(years) +
+                                       " years, past the 31 years the simulator's clock is "
+                                       "made for; check the sequence length, the batch size "
+                                       "and the hardware profile's rates");
   }
   scratch_effects_.resize(effects_.size());
   for (size_t i = 0; i < effects_.size(); ++i) {

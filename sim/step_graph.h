@@ -129,6 +129,8 @@ class StepGraph {
   void hint_repeat() { hints_.push_back(static_cast<TaskId>(tasks_.size())); }
 
   // Builds the Boost.Graph DAG and the per-resource orders. Call once, after the last add().
+  // Throws InputError when the tasks' durations add up to more than kMaxGraphSeconds (sim/time.h):
+  // a step the clock cannot hold comes from absurd inputs (a sequence of 2^31 tokens).
   void finalize();
   bool finalized() const { return finalized_; }
   // A 128-bit hash of everything the simulation of this graph depends on: every task's kind,

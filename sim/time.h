@@ -25,6 +25,12 @@ struct SimClock {
 using SimDuration = SimClock::duration;
 using SimTime = SimClock::time_point;
 
+// The longest a simulated step graph may take, with margin: no schedule of a graph lasts longer
+// than the sum of its tasks' durations at full rate (every resource shares work-conservingly),
+// and StepGraph::finalize refuses graphs whose sum exceeds this, so no time the engine computes
+// comes near the clock's +-292 years (9.2e9 s). 1e9 s is 31.7 years.
+inline constexpr double kMaxGraphSeconds = 1e9;
+
 // REQUIRES: seconds >= 0 and finite.
 inline SimDuration to_duration(double seconds) {
   assert(seconds >= 0 && std::isfinite(seconds));

@@ -114,7 +114,10 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(std::string(cmd) + " --model 1.3b --gpus 0 --hw a100"), 1,
                           "--gpus");
     expect_one_line_error(run_zplan(base + "--bogus-flag 1"), 2, "bogus-flag");
-    expect_one_line_error(run_zplan(base + "--seq-len 0"), 1, "--seq-len: must be positive");
+    expect_one_line_error(run_zplan(base + "--seq-len 0"), 1,
+                          "--seq-len: 0 is out of range (1 to 16777216 tokens)");
+    expect_one_line_error(run_zplan(base + "--seq-len 2147483647"), 1,
+                          "--seq-len: 2147483647 is out of range");
     // The limit named is the one enforced.
     expect_one_line_error(run_zplan(base + "--reduce-bucket 1e16"), 1, "out of range (1 to 1e15)");
     // A knob set with --knob is named as the user wrote it, not by the flag they did not use.

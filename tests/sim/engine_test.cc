@@ -44,6 +44,19 @@ TEST_CASE("one task lasts latency plus work", "[engine]") {
   CHECK(r.timing[0].released_by == kNoTask);
 }
 
+TEST_CASE("a graph longer than the clock is made for is refused, not overflowed", "[engine]") {
+  // Two tasks of 0.6e9 s each: 38 years in all, past kMaxGraphSeconds (31.7 years).
+  StepGraph g;
+  g.add(compute(0.6e9));
+  g.add(transfer(Resource::kGatherStream, LinkSlot::kIntraNode, 0, 0.6e9));
+  CHECK_THROWS_WITH(g.finalize(), Catch::StartsWith("simulation: the tasks of one step add up "
+                                                    "to 38 years, past the 31 years"));
+  StepGraph ok;
+  ok.add(compute(0.6e9));
+  EngineResult r = run(ok);
+  CHECK(secs(r.end) == 0.6e9);
+}
+
 TEST_CASE("a resource runs its tasks one at a time in program order", "[engine]") {
   // Two compute tasks of 1 s and 2 s: the second starts when the first ends.
   StepGraph g;
