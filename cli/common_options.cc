@@ -65,9 +65,28 @@ sim::Precision parse_precision(const std::string& text, const std::string& flag)
 }
 
 sim::Precision resolve_precision(const SetupOptions& o, const hardware::GpuSpec& gpu) {
-  if (!o.precision.empty()) return parse_precision(o.precision, "--precision");
-  if (!o.default_precision.empty()) return parse_precision(o.default_precision, "--precision");
-  return gpu.arch == hardware::Arch::kVolta ? sim::Precision::kFp16 : sim::Precision::kBf16;
+  sim::Precision p =
+      gpu.arch == hardware::Arch::kVolta ? sim::Precision::kFp16 : sim::Precision::kBf16;
+  if (!o.precision.empty()) {
+    p = parse_precision(o.precision, "--precision");
+  } else if (!o.default_precision.empty()) {
+    p = parse_precision(o.default_precision, "--precision");
+  }
+  check_precision_runs(p, gpu, "--precision");
+  return p;
+}
+
+void check_precision_runs(sim::Precision p, const hardware::GpuSpec& gpu,
+                          const std::string& where) {
+  // Volta (sm70) has fp16 tensor cores only. PyTorch runs bf16 there without complaint, but
+  // without tensor cores, at a small fraction of the fp16 rate gpu.peak_flops_per_s describes,
+  // so every time zplan printed would be several times too short.
+  if (p == sim::Precision::kBf16 && gpu.arch == hardware::Arch::kVolta) {
+    throw InputError(where, "bf16 on " + gpu.name +
+                                ", which has no bf16 tensor cores (Volta): PyTorch runs it there "
+                                "without them, far slower than the profile's fp16 rate; train in "
+                                "fp16 (--precision fp16, or \"fp16\": {\"enabled\": true})");
+  }
 }
 
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
@@ -121,8 +140,8 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh;
   // where the stage ignores one, a note says so.)
   using planner::Knob;
-  const std::string stage_given =
-      o.stage ? "--stage is " + std::to_string(stage) : std::string("no --stage was given (stage 0)");
+  const std::string stage_given = o.stage ? "--stage is " + std::to_string(stage)
+                                          : std::string("no --stage was given (stage 0)");
   auto note_if_ignored = [&](Knob knob) {
     if (const char* why = planner::stage_ignores(knob, stage)) {
       notes->push_back(std::string(planner::knob_flag(knob)) + " has no effect: " + why + ", and " +
@@ -196,6 +215,10 @@ Setup resolve_setup(const SetupOptions& o) {
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
   if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
+  if (!o.ds_config.empty()) {
+    check_precision_runs(config.precision, cluster.profile.gpu,
+                         json_location(o.ds_config, "/bf16"));
+  }
   return Setup{std::move(model), std::move(cluster), std::move(config), workload, std::move(notes)};
 }
 

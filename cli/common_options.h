@@ -88,6 +88,9 @@ hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
 // Enum-valued flags are read case-insensitively ("BF16", "CPU", "Full"), as the planner's lists.
 sim::Precision parse_precision(const std::string& text, const std::string& flag);
+// Throws InputError naming `where` for a precision the GPU cannot train in at the rates its
+// profile describes: bf16 on Volta.
+void check_precision_runs(sim::Precision p, const hardware::GpuSpec& gpu, const std::string& where);
 // --precision, else the default: default_precision if set, else bf16 where the GPU has it and
 // fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.
 sim::Precision resolve_precision(const SetupOptions& options, const hardware::GpuSpec& gpu);

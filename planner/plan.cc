@@ -317,9 +317,6 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
              "libaio (ds_report shows async_io [OKAY])",
              problem.nvme_path.c_str(), gib(e.peak_bytes[kNvme]).c_str()));
   }
-  if (cl.profile.gpu.arch == hardware::Arch::kVolta && problem.precision == sim::Precision::kBf16) {
-    out.push_back("precision: V100s have no bf16 tensor cores; re-plan with --precision fp16");
-  }
   return out;
 }
 
