@@ -132,9 +132,13 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
                      gpu_peak / kGiB, sim::phase_name(r.analytic.tiers[0].peak_phase));
   }
   if (r.fits) {
-    out << strformat("  fits: GPU %.1f of %.1f GiB, host %.1f of %.0f GiB per node\n",
+    out << strformat("  fits: GPU %.1f of %.1f GiB, host %.1f of %.0f GiB per node%s\n",
                      gpu_peak / kGiB, prof.gpu.memory_bytes / kGiB, host_peak / kGiB,
-                     prof.node.host_memory_bytes / kGiB);
+                     prof.node.host_memory_bytes / kGiB,
+                     headroom_remark({{"GPU", gpu_peak, prof.gpu.memory_bytes},
+                                      {"host", host_peak, prof.node.host_memory_bytes},
+                                      {"NVMe", nvme_peak, prof.node.nvme_capacity_bytes}})
+                         .c_str());
   } else {
     out << "  DOES NOT FIT:";
     if (gpu_peak > prof.gpu.memory_bytes) {

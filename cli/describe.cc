@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cli/table.h"
+#include "planner/search_space.h"
 
 namespace zplan::cli {
 
@@ -51,10 +52,10 @@ std::string describe_config(const sim::DsConfig& c, const sim::Workload& w) {
 }
 
 std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
-  std::string s = strformat("%s, micro-batch %lld x gas %lld = %lld samples, seq %lld",
-                 sim::precision_name(c.precision), static_cast<long long>(c.micro_batch),
-                 static_cast<long long>(c.gradient_accumulation_steps),
-                 static_cast<long long>(c.train_batch_size), static_cast<long long>(w.seq_len));
+  std::string s = strformat(
+      "%s, micro-batch %lld x gas %lld = %lld samples, seq %lld", sim::precision_name(c.precision),
+      static_cast<long long>(c.micro_batch), static_cast<long long>(c.gradient_accumulation_steps),
+      static_cast<long long>(c.train_batch_size), static_cast<long long>(w.seq_len));
   s += c.activation_checkpointing.enabled
            ? (c.activation_checkpointing.cpu_checkpointing ? ", checkpointing full (cpu)"
                                                            : ", checkpointing full")
@@ -114,8 +115,8 @@ nlohmann::json memory_report_to_json(const sim::MemoryReport& r) {
 
 void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
                          const hardware::Cluster& cluster) {
-  static const char* const kTitles[sim::kNumTiers] = {
-      "GPU (per GPU)", "pinned host (per node)", "host (per node)", "NVMe (per node)"};
+  static const char* const kTitles[sim::kNumTiers] = {"GPU (per GPU)", "pinned host (per node)",
+                                                      "host (per node)", "NVMe (per node)"};
   for (int t = 0; t < sim::kNumTiers; ++t) {
     bool any = false;
     for (const auto& pm : r.phases) any = any || pm.tiers[t].total() > 0;
@@ -142,13 +143,32 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
   out << "  GPU:  " << memory_verdict(r) << '\n';
   out << strformat("  host: %s of %s GiB per node (pinned + pageable)%s\n",
                    gib(r.host_peak_bytes).c_str(), gib(h.capacity_bytes).c_str(),
-                   r.host_fits() ? "" : ": DOES NOT FIT");
+                   r.host_fits()
+                       ? headroom_remark({{"host", r.host_peak_bytes, h.capacity_bytes}}).c_str()
+                       : ": DOES NOT FIT");
   if (n.peak_bytes > 0) {
     out << strformat("  NVMe: %s of %s GiB per node%s\n", gib(n.peak_bytes).c_str(),
-                     gib(n.capacity_bytes).c_str(), r.nvme_fits() ? "" : ": DOES NOT FIT");
+                     gib(n.capacity_bytes).c_str(),
+                     r.nvme_fits()
+                         ? headroom_remark({{"NVMe", n.peak_bytes, n.capacity_bytes}}).c_str()
+                         : ": DOES NOT FIT");
   }
   (void)g;
   (void)cluster;
+}
+
+std::string headroom_remark(std::initializer_list<TierUse> tiers) {
+  std::string tight;
+  for (const TierUse& t : tiers) {
+    if (t.peak > 0 && t.peak <= t.capacity &&
+        t.peak > t.capacity * (1 - planner::kDefaultHeadroom)) {
+      tight += strformat("%s%s %.1f%% free", tight.empty() ? "" : ", ", t.name,
+                         100 * (t.capacity - t.peak) / t.capacity);
+    }
+  }
+  if (tight.empty()) return "";
+  return strformat(" (%s: under the %.0f%% headroom that plan and sweep keep, so they rule it out)",
+                   tight.c_str(), 100 * planner::kDefaultHeadroom);
 }
 
 std::string memory_verdict(const sim::MemoryReport& r) {
@@ -156,10 +176,11 @@ std::string memory_verdict(const sim::MemoryReport& r) {
   sim::Category dom = g.at_peak.dominant();
   double share = g.peak_bytes > 0 ? 100.0 * g.at_peak[dom] / g.peak_bytes : 0;
   if (r.gpu_fits()) {
-    return strformat("peak %s of %s GiB at %s (%s %.0f%%): fits, %s GiB free",
+    return strformat("peak %s of %s GiB at %s (%s %.0f%%): fits, %s GiB free%s",
                      gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),
                      sim::phase_name(g.peak_phase), category_words(dom).c_str(), share,
-                     gib(g.capacity_bytes - g.peak_bytes).c_str());
+                     gib(g.capacity_bytes - g.peak_bytes).c_str(),
+                     headroom_remark({{"GPU", g.peak_bytes, g.capacity_bytes}}).c_str());
   }
   return strformat("peak %s of %s GiB at %s: DOES NOT FIT, short by %s GiB; %s dominate (%.0f%%)",
                    gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),

@@ -3,6 +3,7 @@
 #ifndef ZPLAN_CLI_DESCRIBE_H_
 #define ZPLAN_CLI_DESCRIBE_H_
 
+#include <initializer_list>
 #include <ostream>
 #include <string>
 
@@ -28,6 +29,16 @@ nlohmann::json memory_report_to_json(const sim::MemoryReport& report);
 // The per-tier, per-phase breakdown table, and the verdict lines under it.
 void print_memory_report(std::ostream& out, const sim::MemoryReport& report,
                          const hardware::Cluster& cluster);
+// One tier's peak against its capacity, for headroom_remark.
+struct TierUse {
+  const char* name;  // "GPU", "host", "NVMe"
+  double peak = 0;
+  double capacity = 0;
+};
+// "" unless a tier fits but leaves less free than planner::kDefaultHeadroom; then
+// " (GPU 3.0% free: under the 5% headroom that plan and sweep keep, so they rule it out)", so that
+// memory and simulate do not call "fits" what plan and sweep prune without saying why.
+std::string headroom_remark(std::initializer_list<TierUse> tiers);
 // "fits: peak 61.2 GiB of 80.0 GiB (backward, activations 45%)" or
 // "does not fit: GPU short by 3.2 GiB at backward; optimizer states dominate (40%)".
 std::string memory_verdict(const sim::MemoryReport& report);

@@ -26,7 +26,7 @@ struct SearchCliOptions {
   std::array<std::string, planner::kNumKnobs> knob_text;
   std::array<bool, planner::kNumKnobs> knob_given{};  // filled by capture_given()
   std::vector<std::string> knob_assignments;          // --knob NAME=LIST
-  double headroom = 0.05;
+  double headroom = planner::kDefaultHeadroom;
   int threads = 0;
   std::string report;
   bool force = false;

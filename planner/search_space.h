@@ -26,6 +26,10 @@ namespace zplan::planner {
 
 // What is planned: the model, the GPUs, the workload and the parts of every config the search
 // does not vary.
+// The headroom plan and sweep keep by default (Problem::headroom says why); memory and simulate
+// say when a config that fits leaves less than this free.
+inline constexpr double kDefaultHeadroom = 0.05;
+
 struct Problem {
   models::Model model;
   hardware::Cluster cluster;
@@ -37,7 +41,7 @@ struct Problem {
   // must leave free to count as fitting. 5% by default: the caching allocator's fragmentation
   // varies from run to run beyond what the profile's average models, NCCL creates communicators
   // lazily, and the data loader and framework take GPU and host memory the model does not see.
-  double headroom = 0.05;
+  double headroom = kDefaultHeadroom;
 };
 
 // How the global batch is asked for; at most one of global_batch and global_batch_tokens.

@@ -180,6 +180,31 @@ TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked",
 }
 
 }  // namespace
+TEST_CASE("memory and simulate say when a config fits only inside the planner's headroom",
+          "[planner][cli]") {
+  // Llama-2-7B with examples/ds_configs/zero2.json: 77.6 of 80 GiB, 3.0% free. sweep prunes it
+  // (5% headroom); memory and simulate said "fits" without a word about that.
+  const std::string setup =
+      " --model llama2-7b --gpus 8 --hw a100 --ds-config examples/ds_configs/zero2.json";
+  const std::string remark =
+      "(GPU 3.0% free: under the 5% headroom that plan and sweep keep, so they rule it out)";
+  RunResult memory = run_zplan("memory" + setup);
+  REQUIRE(memory.exit_code == 0);
+  CHECK(memory.out.find("fits, 2.4 GiB free " + remark) != std::string::npos);
+  RunResult simulate = run_zplan("simulate" + setup);
+  REQUIRE(simulate.exit_code == 0);
+  CHECK(simulate.out.find("host 24.0 of 2048 GiB per node " + remark) != std::string::npos);
+  RunResult sweep = run_zplan(
+      "sweep --model llama2-7b --gpus 8 --hw a100 --stage 2 --offload-optimizer none "
+      "--micro-batch 2 --gas 8 --checkpointing none --overlap-comm true --reduce-bucket 5e8 "
+      "--json");
+  REQUIRE(sweep.exit_code == 0);
+  CHECK(nlohmann::json::parse(sweep.out)["configs"][0]["verdict"] == "pruned");
+  // With room to spare, no remark.
+  RunResult roomy = run_zplan("memory --model 20b --gpus 8 --hw a100 --stage 3 --micro-batch 1");
+  CHECK(roomy.out.find("headroom") == std::string::npos);
+}
+
 }  // namespace zplan::testing
 
 #endif  // ZPLAN_BINARY
