@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "models/input_error.h"
@@ -112,9 +113,15 @@ Candidate frugal_candidate(const SearchSpace& space, int64_t hidden, int stage, 
   return c;
 }
 
-// Every valid (stage, optimizer offload, parameter offload), least offloading first, then by
-// stage: the order in which "what would fit" names the first that does.
-std::vector<std::array<int64_t, 3>> all_families(int max_level) {
+// Every valid (stage, optimizer offload, parameter offload) offloading at most max_level, least
+// offloading first, then by stage: the order in which "what would fit" names the first that
+// does. With `within`, only those its stage and offload lists hold.
+std::vector<std::array<int64_t, 3>> families(int max_level, const SearchSpace* within) {
+  auto allowed = [&](Knob k, int64_t v) {
+    if (within == nullptr) return true;
+    const KnobValues& list = within->values[index(k)];
+    return std::find(list.begin(), list.end(), v) != list.end();
+  };
   std::vector<std::array<int64_t, 3>> out;
   for (int level = 0; level <= max_level; ++level) {
     for (int64_t stage = 0; stage <= 3; ++stage) {
@@ -124,6 +131,10 @@ std::vector<std::array<int64_t, 3>> all_families(int max_level) {
           if (p != 0 && stage != 3) continue;
           if (o == 2 && stage != 3) continue;
           if (o != 0 && stage == 0) continue;
+          if (!allowed(Knob::kStage, stage) || !allowed(Knob::kOffloadOptimizer, o) ||
+              !allowed(Knob::kOffloadParam, p)) {
+            continue;
+          }
           out.push_back({stage, o, p});
         }
       }
@@ -132,19 +143,32 @@ std::vector<std::array<int64_t, 3>> all_families(int max_level) {
   return out;
 }
 
+// Whether the space's stage and offload lists leave out some valid family.
+bool lists_restrict_families(const SearchSpace& space) {
+  return families(2, &space).size() < families(2, nullptr).size();
+}
+
+// The node counts "what would fit" tries: up to kMaxNodes, and no more GPUs than an int holds.
+int max_nodes_to_try(const Problem& problem) {
+  const int gpn = std::max(1, problem.cluster.profile.node.gpus_per_node);
+  return std::min(kMaxNodes, std::numeric_limits<int>::max() / gpn);
+}
+
 struct FitCheck {
   bool fits = false;
   Candidate how;
   double gpu_peak_bytes = 0;
 };
 
-// Whether some family's frugal config fits `problem` by the analytic bound (with headroom).
-FitCheck any_frugal_fits(const Problem& problem, const SearchSpace& space, int max_level) {
+// Whether some family's frugal config fits `problem` by the analytic bound (with headroom): of
+// every family, or with `within_lists` of those the space's lists hold.
+FitCheck any_frugal_fits(const Problem& problem, const SearchSpace& space, int max_level,
+                         bool within_lists) {
   BatchPlan batch;
   batch.global_batch = problem.cluster.gpus;
   batch.per_gpu = 1;
   const sim::DsConfig base = base_config(problem, batch);
-  for (const auto& f : all_families(max_level)) {
+  for (const auto& f : families(max_level, within_lists ? &space : nullptr)) {
     Candidate c =
         frugal_candidate(space, problem.model.shape().hidden, static_cast<int>(f[0]), f[1], f[2]);
     sim::DsConfig config = to_ds_config(c, base, problem);
@@ -168,21 +192,28 @@ std::string gpu_count_words(const Problem& problem, const GpuCount& g) {
               gib(g.gpu_capacity_bytes).c_str());
 }
 
-// Why no GPU count up to kMaxNodes nodes fits, judged by the frugal config with the smallest GPU
-// peak on the largest cluster tried. More GPUs shrink partitioned model states, but neither the
-// fixed runtime (CUDA context, NCCL buffers) nor a sample's activations: data parallelism keeps
-// whole samples on every GPU. The larger of activations (with the allocator's fragmentation on
-// them) and what is left (model states, gathered parameters, buckets) is named the blocker.
+// Why no GPU count up to max_nodes_to_try nodes fits, judged by the frugal config with the
+// smallest GPU peak on the largest cluster tried, among the families the space's lists hold. More
+// GPUs shrink partitioned model states, but neither the fixed runtime (CUDA context, NCCL
+// buffers) nor a sample's activations: data parallelism keeps whole samples on every GPU. The
+// larger of activations (with the allocator's fragmentation on them) and what is left (model
+// states, gathered parameters, buckets) is named the blocker.
 std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& space) {
   Problem big = problem;
   const int gpn = problem.cluster.profile.node.gpus_per_node;
-  big.cluster = hardware::make_cluster(problem.cluster.profile, kMaxNodes * gpn, kMaxNodes);
+  const int nodes = std::max(problem.cluster.nodes, max_nodes_to_try(problem));
+  big.cluster = hardware::make_cluster(problem.cluster.profile, nodes * gpn, nodes);
   BatchPlan batch;
   batch.global_batch = big.cluster.gpus;
   batch.per_gpu = 1;
   const sim::DsConfig base = base_config(big, batch);
+  // "nothing fits", or with lists that leave families out, what they allow.
+  const bool restricted = lists_restrict_families(space);
+  const std::string nothing =
+      restricted ? "with the --stage / --offload-* lists given, nothing fits" : "nothing fits";
+  const char* how_far = restricted ? "as far as those lists allow" : "as far as ZeRO goes";
   std::optional<sim::MemoryReport> least;
-  for (const auto& f : all_families(2)) {
+  for (const auto& f : families(2, &space)) {
     Candidate c =
         frugal_candidate(space, problem.model.shape().hidden, static_cast<int>(f[0]), f[1], f[2]);
     sim::MemoryReport m =
@@ -198,16 +229,23 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
       (1 + rt.allocator_fragmentation);
   const double states = std::max(0.0, g.peak_bytes - runtime - activations);
   if (g.peak_bytes <= usable) {
-    return strf(
-        "nothing fits even on %d nodes of this hardware: the model states exceed host and NVMe "
-        "memory",
-        kMaxNodes);
+    // The GPU fits; a per-node tier does not, and more nodes do not shrink it enough.
+    const sim::MemoryReport& m = *least;
+    const double keep = 1 - problem.headroom;
+    const bool host = !m.host_fits(problem.headroom);
+    const double peak = host ? m.host_peak_bytes : m[sim::Tier::kNvme].peak_bytes;
+    const double cap = (host ? m[sim::Tier::kHost] : m[sim::Tier::kNvme]).capacity_bytes;
+    return nothing + strf(
+                         " even on %d nodes of this hardware: GPU memory would do, but %s per "
+                         "node does not (peak %s of %s usable)",
+                         nodes, host ? "host memory" : "NVMe", gib(peak).c_str(),
+                         gib(cap * keep).c_str());
   }
   if (runtime > usable) {
-    return strf(
-        "nothing fits on any number of these GPUs: the CUDA context and NCCL buffers alone take "
-        "%s of the %s usable per GPU",
-        gib(runtime).c_str(), gib(usable).c_str());
+    return nothing + strf(
+                         " on any number of these GPUs: the CUDA context and NCCL buffers alone "
+                         "take %s of the %s usable per GPU",
+                         gib(runtime).c_str(), gib(usable).c_str());
   }
   const std::string peak = strf(
       "GPU peak %s of %s usable: activations %s, model states and buffers %s, CUDA context "
@@ -215,17 +253,71 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
       gib(g.peak_bytes).c_str(), gib(usable).c_str(), gib(activations).c_str(), gib(states).c_str(),
       gib(runtime).c_str());
   if (activations >= states) {
-    return "nothing fits on any number of these GPUs: one sample's activations at micro-batch 1 "
-           "with full checkpointing leave too little room, and more GPUs do not shrink them (each "
+    return nothing +
+           " on any number of these GPUs: one sample's activations at micro-batch 1 with full "
+           "checkpointing leave too little room, and more GPUs do not shrink them (each "
            "data-parallel GPU holds whole samples); a shorter sequence does (" +
            peak + ")";
   }
-  return strf(
-             "nothing fits even on %d nodes of this hardware: the model states and buffers, "
-             "partitioned "
-             "and offloaded as far as ZeRO goes, still exceed GPU memory (",
-             kMaxNodes) +
+  return nothing +
+         strf(
+             " even on %d nodes of this hardware: the model states and buffers, partitioned and "
+             "offloaded %s, still exceed GPU memory (",
+             nodes, how_far) +
          peak + ")";
+}
+
+// The smallest whole-node count above the current one on which a frugal config fits (see
+// min_gpus_to_fit), of every family or with `within_lists` of the space's.
+std::optional<GpuCount> min_gpus(const Problem& problem, const SearchSpace& space,
+                                 int max_offload_level, bool within_lists) {
+  const int gpn = problem.cluster.profile.node.gpus_per_node;
+  if (gpn < 1) return std::nullopt;
+  const int max_nodes = max_nodes_to_try(problem);
+  auto check = [&](int nodes) -> std::optional<GpuCount> {
+    Problem p = problem;
+    p.cluster = hardware::make_cluster(problem.cluster.profile, nodes * gpn, nodes);
+    FitCheck f = any_frugal_fits(p, space, max_offload_level, within_lists);
+    if (!f.fits) return std::nullopt;
+    return GpuCount{nodes * gpn, nodes, f.how, f.gpu_peak_bytes,
+                    problem.cluster.profile.gpu.memory_bytes};
+  };
+  // Whole nodes, from the first count with more GPUs than now: exponential search, then
+  // bisection (memory per GPU and per node never grows with more nodes).
+  int fail = problem.cluster.gpus / gpn;  // node counts known (or assumed) not to fit
+  int hi = fail + 1;
+  std::optional<GpuCount> found;
+  while (hi <= max_nodes) {  // the largest count tried is max_nodes itself
+    found = check(hi);
+    if (found) break;
+    fail = hi;
+    if (hi == max_nodes) break;
+    hi = std::min(max_nodes, 2 * hi);  // no overflow: max_nodes <= kMaxNodes
+  }
+  if (!found) return std::nullopt;
+  while (hi - fail > 1) {
+    int mid = fail + (hi - fail) / 2;
+    if (auto f = check(mid)) {
+      hi = mid;
+      found = f;
+    } else {
+      fail = mid;
+    }
+  }
+  return found;
+}
+
+// Lines starting with `more` ("more GPUs") for the smallest counts without offload (`plain`) and
+// with any (`any`).
+void add_more_gpus_lines(const Problem& problem, const std::string& more,
+                         const std::optional<GpuCount>& plain, const std::optional<GpuCount>& any,
+                         std::vector<std::string>* out) {
+  if (plain && (!any || any->gpus >= plain->gpus)) {
+    out->push_back(more + ": " + gpu_count_words(problem, *plain));
+  } else {
+    if (any) out->push_back(more + ", with offload: " + gpu_count_words(problem, *any));
+    if (plain) out->push_back(more + ", without offload: " + gpu_count_words(problem, *plain));
+  }
 }
 
 // Lines saying what would fit when nothing in the search does.
@@ -233,19 +325,25 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
                                         size_t closest) {
   std::vector<std::string> out;
   // 1. The same GPUs, lists widened to every stage and offload with checkpointing, micro-batch 1.
-  FitCheck here = any_frugal_fits(problem, s.space, 2);
+  FitCheck here = any_frugal_fits(problem, s.space, 2, /*within_lists=*/false);
   if (here.fits) {
     out.push_back("on these GPUs: " + fit_words(problem, here) +
                   "; widen --stage / --offload-* / --checkpointing / --micro-batch to include it");
   }
-  // 2. More GPUs, without offload and with it.
+  // 2. More GPUs, without offload and with it, keeping the stage and offload lists.
   std::optional<GpuCount> plain = min_gpus_to_fit(problem, s.space, 0);
   std::optional<GpuCount> any = min_gpus_to_fit(problem, s.space, 2);
-  if (plain && (!any || any->gpus >= plain->gpus)) {
-    out.push_back("more GPUs: " + gpu_count_words(problem, *plain));
-  } else {
-    if (any) out.push_back("more GPUs, with offload: " + gpu_count_words(problem, *any));
-    if (plain) out.push_back("more GPUs, without offload: " + gpu_count_words(problem, *plain));
+  add_more_gpus_lines(problem, "more GPUs", plain, any, &out);
+  // 2b. When the lists fit no count, other families might, but only those that offload less
+  // than what already fits on these GPUs are worth more GPUs.
+  if (!plain && !any && lists_restrict_families(s.space)) {
+    const int below = here.fits ? here.how.offload_level() : 3;
+    auto offloads_less = [&](std::optional<GpuCount> g) {
+      return g && g->how.offload_level() < below ? g : std::nullopt;
+    };
+    add_more_gpus_lines(problem, "more GPUs and other --stage / --offload-* values",
+                        offloads_less(min_gpus(problem, s.space, 0, false)),
+                        offloads_less(min_gpus(problem, s.space, 2, false)), &out);
   }
   // 3. Activations: a shorter sequence, when they dominate the nearest miss.
   const Evaluation& e = s.evals[closest];
@@ -255,7 +353,7 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
     Problem shorter = problem;
     for (int64_t seq = problem.workload.seq_len / 2; seq >= 128; seq /= 2) {
       shorter.workload.seq_len = seq;
-      FitCheck f = any_frugal_fits(shorter, s.space, 2);
+      FitCheck f = any_frugal_fits(shorter, s.space, 2, /*within_lists=*/false);
       if (f.fits) {
         out.push_back(
             strf("a shorter sequence: --seq-len %lld fits with ", static_cast<long long>(seq)) +
@@ -494,38 +592,7 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
 
 std::optional<GpuCount> min_gpus_to_fit(const Problem& problem, const SearchSpace& space,
                                         int max_offload_level) {
-  const int gpn = problem.cluster.profile.node.gpus_per_node;
-  if (gpn < 1) return std::nullopt;
-  auto check = [&](int nodes) -> std::optional<GpuCount> {
-    Problem p = problem;
-    p.cluster = hardware::make_cluster(problem.cluster.profile, nodes * gpn, nodes);
-    FitCheck f = any_frugal_fits(p, space, max_offload_level);
-    if (!f.fits) return std::nullopt;
-    return GpuCount{nodes * gpn, nodes, f.how, f.gpu_peak_bytes,
-                    problem.cluster.profile.gpu.memory_bytes};
-  };
-  // Whole nodes, from the first count with more GPUs than now: exponential search, then
-  // bisection (memory per GPU and per node never grows with more nodes).
-  int fail = problem.cluster.gpus / gpn;  // node counts known (or assumed) not to fit
-  int hi = fail + 1;
-  std::optional<GpuCount> found;
-  while (hi <= kMaxNodes) {
-    found = check(hi);
-    if (found) break;
-    fail = hi;
-    hi *= 2;
-  }
-  if (!found) return std::nullopt;
-  while (hi - fail > 1) {
-    int mid = fail + (hi - fail) / 2;
-    if (auto f = check(mid)) {
-      hi = mid;
-      found = f;
-    } else {
-      fail = mid;
-    }
-  }
-  return found;
+  return min_gpus(problem, space, max_offload_level, /*within_lists=*/true);
 }
 
 PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchRequest& batch,

@@ -295,6 +295,60 @@ TEST_CASE("when no GPU count fits, the reason names activations or model states 
              Catch::Contains("the CUDA context and NCCL buffers alone take 1.5 GiB of the 1.4 GiB"));
 }
 
+bool any_line_starts(const PlanResult& r, const std::string& start) {
+  for (const std::string& line : r.what_would_fit) {
+    if (line.rfind(start, 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST_CASE("what would fit never sends users to more GPUs for what fits on theirs", "[planner]") {
+  // Llama-2-70B on 128 A100-40GB, restricted to stages 0-2 without offload: ZeRO-3 fits on these
+  // GPUs (21.3 GiB); it used to add "more GPUs: 136 GPUs: ZeRO-3", and stages 0-2 fit on no
+  // count (the 16-bit parameters alone are 130 GiB per GPU).
+  Problem p = problem("llama2-70b", "a100-40g", 128);
+  const KnobRequest narrow = knobs(
+      {{Knob::kStage, "0-2"}, {Knob::kOffloadOptimizer, "none"}, {Knob::kOffloadParam, "none"}});
+  PlanResult r = run_plan(p, narrow);
+  REQUIRE_FALSE(r.recommended);
+  CHECK(any_line_starts(r, "on these GPUs: ZeRO-3,"));
+  CHECK_FALSE(any_line_starts(r, "more GPUs"));
+  CHECK(any_line_starts(r,
+                        "with the --stage / --offload-* lists given, nothing fits even on "
+                        "4096 nodes"));
+  // On 16 of them with stage 0 only: ZeRO-3 + CPU optimizer fits here, so more GPUs are only
+  // worth it without offload (48 GPUs, ZeRO-3); more GPUs with offload are not offered.
+  Problem p16 = problem("llama2-70b", "a100-40g", 16);
+  PlanResult r16 = run_plan(p16, knobs({{Knob::kStage, "0"}}));
+  REQUIRE_FALSE(r16.recommended);
+  CHECK(any_line_starts(r16, "on these GPUs: ZeRO-3 + CPU optimizer,"));
+  CHECK(any_line_starts(r16,
+                        "more GPUs and other --stage / --offload-* values: 48 GPUs (6 nodes "
+                        "of 8): ZeRO-3,"));
+  CHECK_FALSE(any_line_starts(r16, "more GPUs and other --stage / --offload-* values, with"));
+  CHECK(any_line_starts(r16, "with the --stage / --offload-* lists given, nothing fits"));
+  // A cluster already past the largest count tried says its own node count.
+  Problem big = problem("llama2-70b", "a100-40g", 8 * 8192);
+  PlanResult rb = run_plan(big, narrow);
+  CHECK(any_line_starts(rb,
+                        "with the --stage / --offload-* lists given, nothing fits even on "
+                        "8192 nodes"));
+}
+
+TEST_CASE("what would fit stays within an int of GPUs with huge nodes", "[planner]") {
+  // A node of 2^20 GPUs: 4096 such nodes overflowed int and were reported as "--gpus: must be
+  // at least 1, got -2147483648".
+  Problem p = problem("llama2-7b", "a100", 8);
+  p.cluster.profile.node.gpus_per_node = 1 << 20;
+  p.cluster = hardware::make_cluster(p.cluster.profile, 4096, 1);
+  PlanResult r;
+  REQUIRE_NOTHROW(r = run_plan(p, knobs({{Knob::kMicroBatch, "1"}})));
+  REQUIRE_FALSE(r.recommended);
+  CHECK(any_line_starts(r,
+                        "nothing fits even on 2047 nodes of this hardware: GPU memory would "
+                        "do, but host memory per node does not"));
+}
+
 TEST_CASE("min_gpus_to_fit finds the smallest whole-node count", "[planner]") {
   // 20b without offload on 40 GB GPUs: not on one node of 8 (see above), on two.
   Problem p = problem("20b", "a100-40g", 8);
