@@ -21,6 +21,21 @@ std::string first_line(const std::string& text) {
   return nl == std::string::npos ? text : text.substr(0, nl);
 }
 
+// What a value of option `name` must look like, from its CLI11 type ("a whole number").
+std::string expected_value(CLI::App& app, const std::string& name) {
+  // The command's own option first: the bare `zplan` (plan) has a --micro-batch list too.
+  const CLI::Option* opt = nullptr;
+  for (CLI::App* sub : app.get_subcommands()) {
+    if (opt == nullptr) opt = sub->get_option_no_throw(name);
+  }
+  if (opt == nullptr) opt = app.get_option_no_throw(name);
+  const std::string type = opt != nullptr ? opt->get_type_name() : "";
+  if (type == "INT" || type == "UINT") return "a whole number";
+  if (type == "FLOAT") return "a number";
+  if (type == "BOOLEAN") return "true or false";
+  return "a valid value";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,8 +43,9 @@ int main(int argc, char** argv) {
   CLI::App app{"zplan: plan DeepSpeed ZeRO training before you run it.", "zplan"};
   app.set_version_flag("--version", std::string("zplan ") + ZPLAN_VERSION);
   app.require_subcommand(0, 1);
-  app.footer("Run `zplan <command> --help` for a command's options. Exit codes: 0 ok, 1 bad "
-             "input, 2 bad usage, 3 does not fit, 4 check failed.");
+  app.footer(
+      "Run `zplan <command> --help` for a command's options. Exit codes: 0 ok, 1 bad "
+      "input, 2 bad usage, 3 does not fit, 4 check failed, 70 internal error.");
 
   Action action;
   setup_calibrate_command(app, &action);
@@ -48,6 +64,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // A value of the wrong type (--micro-batch 2.5, --overlap-comm maybe) is bad input, like
+    // any other bad value: CLI11 says "Could not convert: --micro-batch = 2.5".
+    std::string text = first_line(e.what());
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = text.find(" = ");
+    if (text.rfind(prefix, 0) == 0 && eq != std::string::npos) {
+      const std::string name = text.substr(prefix.size(), eq - prefix.size());
+      text = name + ": '" + text.substr(eq + 3) + "' is not " + expected_value(app, name);
+    }
+    std::cerr << "zplan: " << text << " (see zplan --help)\n";
+    return kExitBadInput;
+  } catch (const CLI::ValidationError& e) {
+    std::cerr << "zplan: " << first_line(e.what()) << " (see zplan --help)\n";
+    return kExitBadInput;
   } catch (const CLI::ParseError& e) {
     std::cerr << "zplan: " << first_line(e.what()) << " (see zplan --help)\n";
     return kExitUsage;

@@ -168,7 +168,7 @@ TEST_CASE("zplan validate --device cuda checks its input before looking for a GP
         "zplan: --device cuda: --hw examples/cpu-2core.json describes a CPU; give the GPU's "
         "profile (a stock one or zplan calibrate's on this machine)\n");
   testing::RunResult unknown = testing::run_zplan(base + "--device tpu --hw a100.json");
-  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.exit_code == 1);
   CHECK(unknown.err.find("--device: tpu not in {cpu,cuda}") != std::string::npos);
   if (!executor_has_cuda()) {
     testing::RunResult none = testing::run_zplan(base + "--device cuda --hw a100.json");

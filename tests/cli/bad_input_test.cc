@@ -34,8 +34,22 @@ TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {
   expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw a100 --frobnicate"), 2,
                         "--frobnicate");
   expect_one_line_error(run_zplan("simulate --model 20b --hw a100"), 2, "--gpus");
-  expect_one_line_error(run_zplan("simulate --model 20b --gpus eight --hw a100"), 2, "--gpus");
   expect_one_line_error(run_zplan("nosuchcommand"), 2, "nosuchcommand");
+}
+
+TEST_CASE("a flag's value of the wrong type is a bad value (exit 1), as any other", "[cli]") {
+  expect_one_line_error(run_zplan("simulate --model 20b --gpus eight --hw a100"), 1,
+                        "--gpus: 'eight' is not a whole number");
+  const std::string memory = "memory --model 125m --gpus 8 --hw a100 --stage 1 ";
+  expect_one_line_error(run_zplan(memory + "--micro-batch 2.5"), 1,
+                        "--micro-batch: '2.5' is not a whole number");
+  expect_one_line_error(run_zplan(memory + "--overlap-comm maybe"), 1,
+                        "--overlap-comm: 'maybe' is not true or false");
+  // The bare zplan (plan) reads its own --micro-batch as a list, and --headroom as a number.
+  expect_one_line_error(run_zplan("--model 20b --gpus 8 --hw a100 --headroom abc"), 1,
+                        "--headroom: 'abc' is not a number");
+  expect_one_line_error(run_zplan("validate --model tiny-mlp-s --device gpu"), 1,
+                        "--device: gpu not in {cpu,cuda}");
 }
 
 TEST_CASE("unknown model, hardware or missing file (exit 1)", "[cli]") {
