@@ -269,6 +269,11 @@ BatchValue read_batch_key(const JsonReader& top, const char* key, const char* fl
   if (from_flag && *from_flag <= 0) {
     throw InputError(flag, "must be a positive integer, got " + std::to_string(*from_flag));
   }
+  // check_config's bound on micro-batch and accumulation, named by the flag.
+  if (from_flag && *from_flag > kMaxBatchCount && std::string_view(key) != kTrainKey) {
+    throw InputError(flag, std::to_string(*from_flag) + " is more than the " +
+                               std::to_string(kMaxBatchCount) + " zplan accepts");
+  }
   const std::string flag_source = std::string(" (") + flag + ")";
   if (top.is_auto(key)) {
     if (from_flag) return {from_flag, flag_source};
@@ -311,19 +316,42 @@ void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c)
                      "train_micro_batch_size_per_gpu (nor --global-batch or "
                      "--micro-batch); DeepSpeed needs one of them");
   }
-  // DeepSpeed derives a missing key by integer division; _batch_assertion then checks it.
+  // DeepSpeed derives a missing key by integer division; _batch_assertion then checks it. A
+  // division that does not come out even is the usual mistake: say that, not the failed product.
+  auto must_divide = [&](int64_t by, const std::string& what) {
+    if (*train.value % by != 0) {
+      throw InputError(where(kTrainKey), "train_batch_size " + std::to_string(*train.value) +
+                                             train.source + " is not a multiple of " + what);
+    }
+  };
+  const std::string gpus = std::to_string(dp) + " data-parallel GPUs";
   std::string derived;
   if (t && m && !g) {
+    if (std::optional<int64_t> mdp = product(*micro.value, dp, 1)) {
+      must_divide(*mdp, "train_micro_batch_size_per_gpu " + std::to_string(*micro.value) +
+                            micro.source + " x " + gpus + " = " + std::to_string(*mdp));
+    }
     gas.value = *train.value / *micro.value / dp;
     derived = " (gradient_accumulation_steps derived as train / micro / GPUs)";
   } else if (t && g && !m) {
+    if (std::optional<int64_t> gdp = product(*gas.value, dp, 1)) {
+      must_divide(*gdp, "gradient_accumulation_steps " + std::to_string(*gas.value) + gas.source +
+                            " x " + gpus + " = " + std::to_string(*gdp));
+    }
     micro.value = *train.value / dp / *gas.value;
     derived = " (train_micro_batch_size_per_gpu derived as train / GPUs / accumulation)";
   } else if (m && !t) {
     if (!g) gas.value = 1;
     train.value = product(*micro.value, *gas.value, dp);
-    if (!train.value) throw InputError(where(kMicroKey), "the batch size is too large");
+    if (!train.value) {
+      throw InputError(where(kMicroKey), "train_micro_batch_size_per_gpu " +
+                                             std::to_string(*micro.value) + micro.source +
+                                             " x gradient_accumulation_steps " +
+                                             std::to_string(*gas.value) + gas.source + " x " +
+                                             gpus + " is too large a batch");
+    }
   } else if (t && !m && !g) {
+    must_divide(dp, "the " + gpus);
     gas.value = 1;
     micro.value = *train.value / dp;
     derived = " (train_micro_batch_size_per_gpu derived as train / GPUs)";

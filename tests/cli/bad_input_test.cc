@@ -37,6 +37,26 @@ TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {
   expect_one_line_error(run_zplan("nosuchcommand"), 2, "nosuchcommand");
 }
 
+TEST_CASE("batch flags that do not divide, or are too large, say so and name the flag", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) + " --model 125m --gpus 8 --hw a100 --stage 3 ";
+    // It used to say "must equal train_micro_batch_size_per_gpu 0 x ... = 0".
+    expect_one_line_error(run_zplan(base + "--global-batch 7"), 1,
+                          "train_batch_size 7 (--global-batch) is not a multiple of the 8 "
+                          "data-parallel GPUs");
+    expect_one_line_error(run_zplan(base + "--global-batch 12 --gas 2"), 1,
+                          "is not a multiple of gradient_accumulation_steps 2 (--gas) x 8 "
+                          "data-parallel GPUs = 16");
+    // It used to say "command-line ZeRO flags: the batch size is too large".
+    expect_one_line_error(run_zplan(base + "--micro-batch 99999999999999999999"), 1,
+                          "--micro-batch: 9223372036854775807 is more than the 1000000 zplan "
+                          "accepts");
+    expect_one_line_error(run_zplan(base + "--gas 2000000"), 1,
+                          "--gas: 2000000 is more than the 1000000 zplan accepts");
+  }
+}
+
 TEST_CASE("a flag's value of the wrong type is a bad value (exit 1), as any other", "[cli]") {
   expect_one_line_error(run_zplan("simulate --model 20b --gpus eight --hw a100"), 1,
                         "--gpus: 'eight' is not a whole number");

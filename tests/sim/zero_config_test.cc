@@ -465,11 +465,18 @@ TEST_CASE("batch keys follow DeepSpeed's _set_batch_related_parameters", "[zero_
                          {"train_micro_batch_size_per_gpu", 2},
                          {"gradient_accumulation_steps", 4}}),
                Contains("t.json: /train_batch_size: train_batch_size 65 must equal"));
-    // 100 // 4 // 8 = 3, and 4 x 3 x 8 = 96.
-    CHECK_THAT(error_of({{"train_batch_size", 100}, {"train_micro_batch_size_per_gpu", 4}}),
-               Contains("= 96"));
-    // Fewer samples than GPUs: micro derives to 0.
-    CHECK_THAT(error_of({{"train_batch_size", 4}}), Contains("/train_batch_size"));
+    // DeepSpeed derives accumulation as 100 // 4 // 8 = 3 and fails on 4 x 3 x 8 = 96; the
+    // message says why: the division does not come out even.
+    CHECK(error_of({{"train_batch_size", 100}, {"train_micro_batch_size_per_gpu", 4}}) ==
+          "t.json: /train_batch_size: train_batch_size 100 is not a multiple of "
+          "train_micro_batch_size_per_gpu 4 x 8 data-parallel GPUs = 32");
+    CHECK(error_of({{"train_batch_size", 100}, {"gradient_accumulation_steps", 4}}) ==
+          "t.json: /train_batch_size: train_batch_size 100 is not a multiple of "
+          "gradient_accumulation_steps 4 x 8 data-parallel GPUs = 32");
+    // Fewer samples than GPUs: micro would derive to 0.
+    CHECK(error_of({{"train_batch_size", 4}}) ==
+          "t.json: /train_batch_size: train_batch_size 4 is not a multiple of the 8 data-parallel "
+          "GPUs");
     CHECK_THAT(error_of({{"train_batch_size", 12}}), Contains("/train_batch_size"));
   }
   SECTION("neither train_batch_size nor the micro-batch is an error") {
