@@ -12,6 +12,7 @@
 
 #include "calibrate/collective_sweep.h"
 #include "calibrate/config.h"
+#include "calibrate/fake_backend.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
 #include "hardware/cost_model.h"
@@ -148,11 +149,13 @@ std::string utc_now() {
 }
 
 Calibration calibrate(const CalibrateOptions& o, Group& g, Progress& progress) {
-  const double process_bytes = resident_bytes();
+  const double resident = resident_bytes();  // first, before measuring allocates
   Calibration c;
   std::vector<std::string> names = parse_backend_list(o.backends);
   if (names == std::vector<std::string>{"auto"}) names = auto_backends(g);
   const bool fake = std::find(names.begin(), names.end(), "fake") != names.end();
+  // The fake node's, so that a fake run's profile is the same every time.
+  const double process_bytes = fake ? default_fake_spec().process_bytes : resident;
   if (fake && names.size() > 1) {
     throw InputError("--backend", "'fake' cannot be combined with other backends");
   }

@@ -43,6 +43,7 @@ struct FakeSpec {
   double gemm_peak_flops_per_s = 100e9;
   double gemm_half_flops = 5e6;  // efficiency F / (F + F_half)
   double gemm_call_s = 1e-6;
+  double process_bytes = 160.0 * 1024 * 1024;  // a rank's resident memory before it allocates
 };
 
 // 8 ranks on one node: all_reduce with an LL-like regime up to 512 KiB (alpha 5 us, 20 GB/s)

@@ -99,6 +99,12 @@ TEST_CASE("a fake calibration builds a profile that loads and says where it came
   // The written form loads back to the same profile.
   nlohmann::json j = hardware::profile_to_json(p);
   CHECK(hardware::profile_to_json(hardware::profile_from_json(j, "x.json")) == j);
+  // Deterministic: a second run writes the same file, down to the host process's memory (it
+  // used to be this process's resident size, which moves between runs).
+  CHECK(p.runtime.host_process_bytes == default_fake_spec().process_bytes);
+  std::vector<char> ballast(64 << 20, 1);  // grow this process's resident memory
+  CHECK(hardware::profile_to_json(run_fake("").built->profile) == j);
+  CHECK(ballast[12345] == 1);
 }
 
 TEST_CASE("the measured tables replace NCCL's formulas in the cost model", "[calibrate]") {
