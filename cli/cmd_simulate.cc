@@ -81,11 +81,15 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   out << strformat("; optimizer step %.3f s)\n", r.optimizer_step_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", r.samples_per_s,
                    r.tokens_per_s);
-  out << strformat("  TFLOP/s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.0f TFLOP/s)\n",
-                   r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu,
-                   (s.config.precision == sim::Precision::kFp32
-                        ? s.cluster.profile.gpu.peak_fp32_flops_per_s
-                        : s.cluster.profile.gpu.peak_flops_per_s) / 1e12);
+  const double peak = s.config.precision == sim::Precision::kFp32
+                          ? s.cluster.profile.gpu.peak_fp32_flops_per_s
+                          : s.cluster.profile.gpu.peak_flops_per_s;
+  // A CPU "GPU" (the executor's ranks) runs at GFLOP/s; TFLOP/s would print 0.0.
+  const bool giga = peak < 1e12;
+  out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n",
+                   giga ? "GFLOP/s" : "TFLOP/s", r.tflops_per_gpu * (giga ? 1e3 : 1), 100 * r.mfu,
+                   100 * r.hfu, giga ? 1 : 0, peak / (giga ? 1e9 : 1e12),
+                   giga ? "GFLOP/s" : "TFLOP/s");
   out << "  time goes to     " << r.bottleneck() << "\n\n";
   Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
   for (int i = 0; i < sim::kNumResources; ++i) {

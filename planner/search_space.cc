@@ -129,8 +129,17 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
     // kDefaultGlobalBatchTokens, per GPU, rounded to a power of two (in log space).
     double per = kDefaultGlobalBatchTokens / static_cast<double>(seq * dp);
     int64_t per_pow2 = per <= 1 ? 1 : int64_t{1} << std::llround(std::log2(per));
-    plan.global_batch = per_pow2 * dp;
     plan.origin = "default (about 2M tokens)";
+    // Models of a few tokens per sample (tiny-mlp: one) would need more samples per GPU than
+    // zplan plans for: the largest power of two it does instead.
+    int64_t cap = 1;
+    while (2 * cap <= sim::kMaxBatchCount) cap *= 2;
+    if (per_pow2 > cap) {
+      per_pow2 = cap;
+      plan.origin =
+          "default (about 2M tokens, at most " + std::to_string(cap) + " samples per GPU)";
+    }
+    plan.global_batch = per_pow2 * dp;
   }
   plan.per_gpu = plan.global_batch / dp;
   if (plan.per_gpu > sim::kMaxBatchCount) {

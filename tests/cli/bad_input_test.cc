@@ -57,6 +57,20 @@ TEST_CASE("batch flags that do not divide, or are too large, say so and name the
   }
 }
 
+TEST_CASE("numbers are printed in the units they need", "[cli]") {
+  // zplan models rounded H100's 79.65 GiB to 80 while other commands print 79.7.
+  RunResult models = run_zplan("models");
+  REQUIRE(models.exit_code == 0);
+  CHECK(models.out.find("H100-SXM5-80GB             79.7") != std::string::npos);
+  // A CPU profile's ranks run at GFLOP/s, which TFLOP/s printed as 0.0.
+  RunResult cpu = run_zplan(
+      "simulate --hw examples/cpu-2core.json --model tiny-mlp --gpus 2 --stage 2 --micro-batch 32");
+  REQUIRE(cpu.exit_code == 0);
+  CHECK(cpu.out.find("  GFLOP/s per GPU  ") != std::string::npos);
+  CHECK(cpu.out.find("GFLOP/s)\n") != std::string::npos);
+  CHECK(cpu.out.find("TFLOP/s") == std::string::npos);
+}
+
 TEST_CASE("a flag's value of the wrong type is a bad value (exit 1), as any other", "[cli]") {
   expect_one_line_error(run_zplan("simulate --model 20b --gpus eight --hw a100"), 1,
                         "--gpus: 'eight' is not a whole number");

@@ -46,6 +46,11 @@ TEST_CASE("the default global batch is about 2M tokens, a power of two per GPU",
   CHECK(space(problem("20b", "a100", 24)).batch.per_gpu == 32);
   // Thousands of GPUs: at least one sample each.
   CHECK(space(problem("125m", "a100", 2048)).batch.per_gpu == 1);
+  // One token per sample (tiny-mlp) on 2 GPUs: 2^20 per GPU is past the 10^6 zplan plans for,
+  // so the default stops at 2^19 and says so (it used to fail on a --global-batch not given).
+  SearchSpace tiny = space(problem("tiny-mlp", "a100", 2));
+  CHECK(tiny.batch.per_gpu == 524288);
+  CHECK(tiny.batch.origin == "default (about 2M tokens, at most 524288 samples per GPU)");
 }
 
 TEST_CASE("batch requests: samples, tokens, gas", "[planner]") {
