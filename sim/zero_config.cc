@@ -1,7 +1,8 @@
 // Reading, checking and writing a ds_config.json the way DeepSpeed 0.19 reads it. This file has
-// the top level (deepspeed/runtime/config.py: batch keys, gradient_clipping, data_types;
-// precision_config.py: fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py)
-// and the helpers both halves share; zero_optimization.cc has the zero_optimization block.
+// the top level (deepspeed/runtime/config.py: gradient_clipping, data_types; precision_config.py:
+// fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py) and the helpers the
+// parts share; zero_config_batch.cc has the batch keys, zero_optimization.cc the
+// zero_optimization block.
 // Sources: reference/deepspeed_internals.md §1.
 #include "sim/zero_config.h"
 
@@ -166,15 +167,17 @@ namespace {
 using internal::AutoRule;
 using internal::BlockReader;
 using internal::json_quoted;
+using internal::kGasKey;
+using internal::kMicroKey;
+using internal::kTrainKey;
 using internal::Locator;
 using internal::Null;
+using internal::product;
+using internal::read_batch;
 using nlohmann::json;
 
-// What the Hugging Face Trainer fills "auto" batch keys and gradient_clipping with when the
-// command line does not say: TrainingArguments' defaults per_device_train_batch_size = 8,
-// gradient_accumulation_steps = 1, max_grad_norm = 1.0 (reference §1.6).
-constexpr int64_t kTrainerMicroBatch = 8;
-constexpr int64_t kTrainerGradientAccumulation = 1;
+// What the Hugging Face Trainer fills an "auto" gradient_clipping with when the command line does
+// not say: TrainingArguments' default max_grad_norm = 1.0 (reference §1.6).
 constexpr double kTrainerMaxGradNorm = 1.0;
 
 // DeepSpeedFP16Config and DeepSpeedBF16Config (precision_config.py, reference §1.4).
@@ -205,10 +208,6 @@ constexpr std::string_view kModeledTopKeys[] = {"train_batch_size",
                                                 "gradient_clipping",
                                                 "bfloat16"};
 
-constexpr const char* kTrainKey = "train_batch_size";
-constexpr const char* kMicroKey = "train_micro_batch_size_per_gpu";
-constexpr const char* kGasKey = "gradient_accumulation_steps";
-
 // The top-level blocks DsConfig shares with DsConfig::other, and the member keys it models.
 struct SharedBlock {
   const char* name;
@@ -221,14 +220,6 @@ const SharedBlock kSharedBlocks[] = {{"fp16", kEnabled},
                                      {"data_types", kGradAccumDtype},
                                      {"activation_checkpointing", kActivationCheckpointingKeys},
                                      {"aio", kAioKeys}};
-
-std::optional<int64_t> product(int64_t a, int64_t b, int64_t c) {
-  int64_t ab = 0, abc = 0;
-  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) {
-    return std::nullopt;
-  }
-  return abc;
-}
 
 // The members of `block` other than `modeled` ones and dropped "auto"s: what DsConfig::other
 // keeps of a block DsConfig models only in part.
@@ -254,122 +245,6 @@ std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null
   if (it->is_null() && null == Null::kMeansDefault) return std::nullopt;
   if (!it->is_object()) top.fail(key, "must be an object, got " + describe_json_value(*it));
   return top.child(key);
-}
-
-// --- Batch keys (config.py: _set_batch_related_parameters and _batch_assertion, §1.3) ---
-
-struct BatchValue {
-  std::optional<int64_t> value;
-  std::string source;  // where a value not written in the file came from, for messages
-};
-
-BatchValue read_batch_key(const JsonReader& top, const char* key, const char* flag,
-                          const std::optional<int64_t>& from_flag,
-                          std::optional<int64_t> trainer_default) {
-  if (from_flag && *from_flag <= 0) {
-    throw InputError(flag, "must be a positive integer, got " + std::to_string(*from_flag));
-  }
-  // check_config's bound on micro-batch and accumulation, named by the flag.
-  if (from_flag && *from_flag > kMaxBatchCount && std::string_view(key) != kTrainKey) {
-    throw InputError(flag, std::to_string(*from_flag) + " is more than the " +
-                               std::to_string(kMaxBatchCount) + " zplan accepts");
-  }
-  const std::string flag_source = std::string(" (") + flag + ")";
-  if (top.is_auto(key)) {
-    if (from_flag) return {from_flag, flag_source};
-    if (!trainer_default) return {std::nullopt, ""};
-    return {trainer_default, " (\"auto\": the Hugging Face Trainer's default)"};
-  }
-  std::optional<int64_t> v = top.optional_integer(key);
-  if (!v) return {from_flag, from_flag ? flag_source : ""};
-  if (*v <= 0) top.fail(key, "must be a positive integer, got " + std::to_string(*v));
-  if (from_flag && *from_flag != *v) {
-    top.fail(key, "is " + std::to_string(*v) + " in the file, but " + flag + " says " +
-                      std::to_string(*from_flag));
-  }
-  return {v, ""};
-}
-
-void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c) {
-  const int64_t dp = context.dp_world_size;
-  BatchValue micro =
-      read_batch_key(top, kMicroKey, "--micro-batch", context.micro_batch, kTrainerMicroBatch);
-  BatchValue gas = read_batch_key(top, kGasKey, "--gas", context.gradient_accumulation_steps,
-                                  kTrainerGradientAccumulation);
-  BatchValue train =
-      read_batch_key(top, kTrainKey, "--global-batch", context.train_batch_size, std::nullopt);
-  if (!train.value && top.is_auto(kTrainKey)) {
-    // The Trainer computes it from its own arguments: world size x micro-batch x accumulation.
-    train.value = product(micro.value.value_or(kTrainerMicroBatch),
-                          gas.value.value_or(kTrainerGradientAccumulation), dp);
-    if (!train.value) top.fail(kTrainKey, "is too large");
-    train.source = " (\"auto\": micro-batch x accumulation x GPUs)";
-  }
-
-  const bool t = train.value.has_value(), m = micro.value.has_value(), g = gas.value.has_value();
-  auto where = [&](const char* key) {
-    return top.json().contains(key) ? top.location(key) : top.location();
-  };
-  if (!t && !m) {
-    throw InputError(top.location(),
-                     "gives neither train_batch_size nor "
-                     "train_micro_batch_size_per_gpu (nor --global-batch or "
-                     "--micro-batch); DeepSpeed needs one of them");
-  }
-  // DeepSpeed derives a missing key by integer division; _batch_assertion then checks it. A
-  // division that does not come out even is the usual mistake: say that, not the failed product.
-  auto must_divide = [&](int64_t by, const std::string& what) {
-    if (*train.value % by != 0) {
-      throw InputError(where(kTrainKey), "train_batch_size " + std::to_string(*train.value) +
-                                             train.source + " is not a multiple of " + what);
-    }
-  };
-  const std::string gpus = std::to_string(dp) + " data-parallel GPUs";
-  std::string derived;
-  if (t && m && !g) {
-    if (std::optional<int64_t> mdp = product(*micro.value, dp, 1)) {
-      must_divide(*mdp, "train_micro_batch_size_per_gpu " + std::to_string(*micro.value) +
-                            micro.source + " x " + gpus + " = " + std::to_string(*mdp));
-    }
-    gas.value = *train.value / *micro.value / dp;
-    derived = " (gradient_accumulation_steps derived as train / micro / GPUs)";
-  } else if (t && g && !m) {
-    if (std::optional<int64_t> gdp = product(*gas.value, dp, 1)) {
-      must_divide(*gdp, "gradient_accumulation_steps " + std::to_string(*gas.value) + gas.source +
-                            " x " + gpus + " = " + std::to_string(*gdp));
-    }
-    micro.value = *train.value / dp / *gas.value;
-    derived = " (train_micro_batch_size_per_gpu derived as train / GPUs / accumulation)";
-  } else if (m && !t) {
-    if (!g) gas.value = 1;
-    train.value = product(*micro.value, *gas.value, dp);
-    if (!train.value) {
-      throw InputError(where(kMicroKey), "train_micro_batch_size_per_gpu " +
-                                             std::to_string(*micro.value) + micro.source +
-                                             " x gradient_accumulation_steps " +
-                                             std::to_string(*gas.value) + gas.source + " x " +
-                                             gpus + " is too large a batch");
-    }
-  } else if (t && !m && !g) {
-    must_divide(dp, "the " + gpus);
-    gas.value = 1;
-    micro.value = *train.value / dp;
-    derived = " (train_micro_batch_size_per_gpu derived as train / GPUs)";
-  }
-  c.train_batch_size = *train.value;
-  c.micro_batch = *micro.value;
-  c.gradient_accumulation_steps = *gas.value;
-  std::optional<int64_t> p = product(c.micro_batch, c.gradient_accumulation_steps, dp);
-  if (c.micro_batch <= 0 || c.gradient_accumulation_steps <= 0 || p != c.train_batch_size) {
-    throw InputError(
-        where(kTrainKey),
-        "train_batch_size " + std::to_string(c.train_batch_size) + train.source +
-            " must equal train_micro_batch_size_per_gpu " + std::to_string(c.micro_batch) +
-            micro.source + " x gradient_accumulation_steps " +
-            std::to_string(c.gradient_accumulation_steps) + gas.source + " x " +
-            std::to_string(dp) + " data-parallel GPUs" +
-            (p ? " = " + std::to_string(*p) : std::string(", which is too large")) + derived);
-  }
 }
 
 // --- fp16 / bf16 / data_types (precision_config.py, config.py, §1.4) ---

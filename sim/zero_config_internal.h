@@ -1,7 +1,7 @@
-// Pieces shared by the two halves of the ds_config reader and writer: zero_config.cc (the top
-// level: batch keys, fp16/bf16, data_types, activation_checkpointing, aio) and
-// zero_optimization.cc (the zero_optimization block and its offload blocks). Not part of
-// zplan::sim's interface; include it from those two files only.
+// Pieces shared by the parts of the ds_config reader and writer: zero_config.cc (the top level:
+// fp16/bf16, data_types, activation_checkpointing, aio), zero_config_batch.cc (the batch keys)
+// and zero_optimization.cc (the zero_optimization block and its offload blocks). Not part of
+// zplan::sim's interface; include it from those files only.
 #ifndef ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 #define ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 
@@ -76,6 +76,16 @@ void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_v
 
 // `text` as a JSON string literal ("x", with escapes), for messages.
 std::string json_quoted(std::string_view text);
+
+// The batch keys (zero_config_batch.cc).
+inline constexpr const char* kTrainKey = "train_batch_size";
+inline constexpr const char* kMicroKey = "train_micro_batch_size_per_gpu";
+inline constexpr const char* kGasKey = "gradient_accumulation_steps";
+// a x b x c, or nullopt if it overflows int64.
+std::optional<int64_t> product(int64_t a, int64_t b, int64_t c);
+// Resolves train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps from
+// the file, "auto" and the flags in `context` as DeepSpeed does, into `c`.
+void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c);
 
 // zero_optimization (zero_optimization.cc).
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
