@@ -5,4 +5,5 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/periodic_test.cc
   sim/simulate_test.cc
   sim/zero_config_test.cc
+  sim/zero_config_write_test.cc
 )
