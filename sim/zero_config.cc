@@ -548,6 +548,15 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
     if (!modeled) c.other[key] = value;
   }
   check_config(c, context.dp_world_size, locator);
+  internal::reject_unmodeled_zero_features(c.zero, locator);
+  // Apex amp (an "amp" block) is neither fp16 nor bf16 as DsConfig models them.
+  if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
+    if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
+      amp->fail("enabled",
+                "true turns on apex amp mixed precision, which zplan does not model; "
+                "use \"fp16\" or \"bf16\" instead");
+    }
+  }
   return c;
 }
 

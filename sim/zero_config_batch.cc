@@ -32,6 +32,7 @@ constexpr int64_t kTrainerGradientAccumulation = 1;
 struct BatchValue {
   std::optional<int64_t> value;
   std::string source;  // where a value not written in the file came from, for messages
+  bool trainer_default = false;  // "auto" without a flag, filled with the Trainer's default
 };
 
 BatchValue read_batch_key(const JsonReader& top, const char* key, const char* flag,
@@ -49,7 +50,7 @@ BatchValue read_batch_key(const JsonReader& top, const char* key, const char* fl
   if (top.is_auto(key)) {
     if (from_flag) return {from_flag, flag_source};
     if (!trainer_default) return {std::nullopt, ""};
-    return {trainer_default, " (\"auto\": the Hugging Face Trainer's default)"};
+    return {trainer_default, " (\"auto\": the Hugging Face Trainer's default)", true};
   }
   std::optional<int64_t> v = top.optional_integer(key);
   if (!v) return {from_flag, from_flag ? flag_source : ""};
@@ -71,6 +72,13 @@ void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c)
                                   kTrainerGradientAccumulation);
   BatchValue train =
       read_batch_key(top, kTrainKey, "--global-batch", context.train_batch_size, std::nullopt);
+  // A train_batch_size that is given (--global-batch, or a number in the file) leaves the "auto"
+  // keys nothing to default: they are derived from it by DeepSpeed's rule below, as the user
+  // means (--global-batch 128 --micro-batch 4 on 8 GPUs is accumulation 4, not the Trainer's 1).
+  if (train.value) {
+    if (micro.trainer_default) micro = {};
+    if (gas.trainer_default) gas = {};
+  }
   if (!train.value && top.is_auto(kTrainKey)) {
     // The Trainer computes it from its own arguments: world size x micro-batch x accumulation.
     train.value = product(micro.value.value_or(kTrainerMicroBatch),

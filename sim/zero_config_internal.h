@@ -97,6 +97,9 @@ void check_zero_optimization(const ZeroConfig& zero, const Locator& locator);
 // not model (checked before writing it out).
 void check_zero_other(const ZeroConfig& zero, const Locator& locator);
 bool uses_nvme(const ZeroConfig& zero);
+// Throws for a file's stage-3 feature that would change memory or traffic but that zplan does not
+// model (MiCS, ZeRO++ hpZ and quantized communication), rather than predicting plain ZeRO-3.
+void reject_unmodeled_zero_features(const ZeroConfig& zero, const Locator& locator);
 
 }  // namespace zplan::sim::internal
 

@@ -499,6 +499,35 @@ void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
   }
 }
 
+void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
+  // DeepSpeed reads these in stage 3 only (zero/mics.py, partition_parameters.py; reference
+  // §1 table and "ZeRO++ hpZ", "MiCS"): at stages 0-2 they change nothing, as in zplan.
+  if (z.stage != 3) return;
+  const int64_t mics = json_int_or(z.other, "mics_shard_size", -1);
+  if (mics > 0) {
+    loc.fail(kZ + "mics_shard_size",
+             std::to_string(mics) +
+                 " turns on MiCS (states partitioned over each shard of that many GPUs, plus an "
+                 "all-reduce across shards), which zplan does not model; remove it to plan plain "
+                 "ZeRO-3");
+  }
+  const int64_t hpz = json_int_or(z.other, "zero_hpz_partition_size", 1);
+  if (hpz > 1) {
+    loc.fail(kZ + "zero_hpz_partition_size",
+             std::to_string(hpz) +
+                 " turns on ZeRO++ hpZ (a secondary parameter partition within each group of "
+                 "that many GPUs), which zplan does not model; remove it to plan plain ZeRO-3");
+  }
+  for (const char* key : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
+                          "zero_quantized_gradients"}) {
+    if (json_true(z.other, key)) {
+      loc.fail(kZ + key,
+               "true turns on ZeRO++ quantized communication, which zplan does not model "
+               "(it would change the bytes gathered or reduced); remove it to plan plain ZeRO-3");
+    }
+  }
+}
+
 void check_zero_other(const ZeroConfig& z, const Locator& loc) {
   if (!z.other.is_object()) {
     loc.fail("/zero_optimization",

@@ -217,6 +217,29 @@ TEST_CASE("\"auto\" batch keys, precision and clipping follow the command line o
     json k = {{"train_batch_size", "auto"}, {"train_micro_batch_size_per_gpu", 4}};
     DsConfig c = parse(k, context);
     CHECK(c.gradient_accumulation_steps == 8);
+    // With every batch key "auto": the given global batch leaves nothing to the Trainer's
+    // defaults; DeepSpeed's rule derives what the flags do not give (it used to take
+    // accumulation 1 and fail: 4 x 1 x 8 != 256).
+    context.micro_batch = 4;
+    c = parse(j, context);
+    CHECK(c.micro_batch == 4);
+    CHECK(c.gradient_accumulation_steps == 8);
+    context.micro_batch.reset();
+    c = parse(j, context);
+    CHECK(c.micro_batch == 32);
+    CHECK(c.gradient_accumulation_steps == 1);
+    context.gradient_accumulation_steps = 2;
+    c = parse(j, context);
+    CHECK(c.micro_batch == 16);
+    // So does a train_batch_size written in the file, on any number of GPUs.
+    ParseContext sixteen = context8();
+    sixteen.dp_world_size = 16;
+    c = parse({{"train_batch_size", 64},
+               {"train_micro_batch_size_per_gpu", "auto"},
+               {"gradient_accumulation_steps", "auto"}},
+              sixteen);
+    CHECK(c.micro_batch == 4);
+    CHECK(c.gradient_accumulation_steps == 1);
   }
   SECTION("\"auto\" train batch with a micro-batch in the file") {
     DsConfig c = parse({{"train_batch_size", "auto"}, {"train_micro_batch_size_per_gpu", 2}});
@@ -459,6 +482,34 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
   }
 }
 
+TEST_CASE("stage-3 features zplan does not model are refused, not planned as plain ZeRO-3",
+          "[zero_config]") {
+  const json z3 = {{"stage", 3}};
+  CHECK(error_of(with_zero(merged(z3, {{"mics_shard_size", 8}}))) ==
+        "t.json: /zero_optimization/mics_shard_size: 8 turns on MiCS (states partitioned over "
+        "each shard of that many GPUs, plus an all-reduce across shards), which zplan does not "
+        "model; remove it to plan plain ZeRO-3");
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_hpz_partition_size", 8}}))),
+             Contains("/zero_optimization/zero_hpz_partition_size: 8 turns on ZeRO++ hpZ"));
+  for (const char* key : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
+                          "zero_quantized_gradients"}) {
+    CHECK_THAT(error_of(with_zero(merged(z3, {{key, true}}))),
+               Contains(std::string("/zero_optimization/") + key +
+                        ": true turns on ZeRO++ quantized communication"));
+  }
+  // Their off values, and any value at stages 0-2 (which do not read them), are accepted.
+  CHECK_NOTHROW(parse(with_zero(merged(z3, {{"mics_shard_size", -1},
+                                            {"zero_hpz_partition_size", 1},
+                                            {"zero_quantized_weights", false}}))));
+  CHECK_NOTHROW(
+      parse(with_zero({{"stage", 2}, {"mics_shard_size", 8}, {"zero_quantized_gradients", true}})));
+  // Apex amp.
+  CHECK(error_of({{"train_micro_batch_size_per_gpu", 1}, {"amp", {{"enabled", true}}}}) ==
+        "t.json: /amp/enabled: true turns on apex amp mixed precision, which zplan does not "
+        "model; use \"fp16\" or \"bf16\" instead");
+  CHECK_NOTHROW(parse({{"train_micro_batch_size_per_gpu", 1}, {"amp", {{"enabled", false}}}}));
+}
+
 TEST_CASE("other rejected top-level values", "[zero_config]") {
   const json base = {{"train_micro_batch_size_per_gpu", 1}};
   auto with = [&](const char* key, json value) {
@@ -667,15 +718,13 @@ TEST_CASE("values DeepSpeed resolves itself", "[zero_config]") {
                                {"contiguous_gradients", false},
                                {"offload_optimizer", {{"device", "cpu"}}}}))
                   .zero.contiguous_gradients);
-  // engine.py: stage3_allgather_sequential sets the prefetch bucket to 1 (not with MiCS).
+  // engine.py: stage3_allgather_sequential sets the prefetch bucket to 1 (not with MiCS, which
+  // zplan refuses).
   json seq = {
       {"stage", 3}, {"stage3_allgather_sequential", true}, {"stage3_prefetch_bucket_size", 5e7}};
   CHECK(parse(with_zero(seq)).zero.prefetch_bucket_size == 1);
   check_round_trip(parse(with_zero(seq)));
-  seq["mics_shard_size"] = 8;
-  CHECK(parse(with_zero(seq)).zero.prefetch_bucket_size == 50'000'000);
   seq["stage"] = 2;
-  seq.erase("mics_shard_size");
   CHECK(parse(with_zero(seq)).zero.prefetch_bucket_size == 50'000'000);
   // An offload block with device "none" is as if absent.
   DsConfig none = parse(with_zero(

@@ -30,8 +30,9 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
             {"activation_checkpointing", {{"partitioned_activations", true}}},
             {"zero_optimization",
              {{"stage", 3},
-              {"zero_quantized_weights", true},
-              {"zero_hpz_partition_size", 8},
+              // Off: on, zplan refuses them (zero_config_test.cc).
+              {"zero_quantized_weights", false},
+              {"zero_hpz_partition_size", 1},
               {"stage3_module_granularity_threshold", -1},
               {"leaf_module", {{"classes", "Block"}}},
               {"zeropp_loco_param", nullptr},
@@ -44,8 +45,8 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(c.aio.queue_depth == 32);
   CHECK(c.activation_checkpointing.enabled);
   CHECK(c.other["activation_checkpointing"] == json{{"partitioned_activations", true}});
-  CHECK(c.zero.other["zero_quantized_weights"] == true);
-  CHECK(c.zero.other["zero_hpz_partition_size"] == 8);
+  CHECK(c.zero.other["zero_quantized_weights"] == false);
+  CHECK(c.zero.other["zero_hpz_partition_size"] == 1);
   CHECK(c.zero.other["stage3_module_granularity_threshold"] == -1);
   CHECK(c.zero.other["leaf_module"] == json{{"classes", "Block"}});
   CHECK_FALSE(c.zero.other.contains("zeropp_loco_param"));
