@@ -2,6 +2,7 @@
 // model on a cluster, recommend the fastest that fits, explain why it wins and why the next best
 // lose, write a runnable ds_config.json, and say what it needs outside the file. When nothing
 // fits: say so, name the nearest miss and what would fit, and exit 3.
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -195,8 +196,9 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
 
 int run_plan(const PlanCliOptions& o) {
   if (o.out.empty()) throw InputError("--out", "must not be empty");
-  if (!(o.offload_margin >= 0)) {
-    throw InputError("--offload-margin", "must be a fraction >= 0");
+  if (!(o.offload_margin >= 0) || !std::isfinite(o.offload_margin)) {
+    throw InputError("--offload-margin",
+                     strformat("must be a fraction >= 0, got %g", o.offload_margin));
   }
   // The inputs first (a wrong flag is the error to report; resolving the space is cheap), then
   // the outputs, before searching.

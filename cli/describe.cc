@@ -14,6 +14,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(double bytes) { return strformat("%.1f", bytes / kGiB); }
 
 std::string params_text(double n) {
+  if (n >= 1e12) return strformat("%.2f T", n / 1e12);
   if (n >= 1e9) return strformat("%.2f B", n / 1e9);
   if (n >= 1e6) return strformat("%.1f M", n / 1e6);
   return strformat("%.0f", n);

@@ -459,7 +459,7 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
     const sim::MemoryBreakdown& b = e.at_peak[kGpu];
     sim::Category d = b.dominant();
     add(strf("OOM by %s on GPU at %s (peak %s of %s usable; %s %.0f%%)",
-             gib(e.gpu_over_bytes).c_str(), sim::phase_name(e.gpu_peak_phase),
+             shortfall_size(e.gpu_over_bytes).c_str(), sim::phase_name(e.gpu_peak_phase),
              gib(e.peak_bytes[kGpu]).c_str(),
              gib(problem.cluster.profile.gpu.memory_bytes * (1 - problem.headroom)).c_str(),
              category_words(static_cast<int>(d)).c_str(), 100 * b[d] / b.total()));
@@ -467,14 +467,14 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
   if (e.host_over_bytes > 0) {
     auto [d, frac] = host_dominant(e);
     add(strf("host memory short by %s per node (peak %s of %s usable; %s %.0f%%)",
-             gib(e.host_over_bytes).c_str(), gib(e.host_peak_bytes).c_str(),
+             shortfall_size(e.host_over_bytes).c_str(), gib(e.host_peak_bytes).c_str(),
              gib(problem.cluster.profile.node.host_memory_bytes * (1 - problem.headroom)).c_str(),
              category_words(d).c_str(), 100 * frac));
   }
   if (e.nvme_over_bytes > 0) {
     add(strf(
-        "NVMe short by %s per node (peak %s of %s usable)", gib(e.nvme_over_bytes).c_str(),
-        gib(e.peak_bytes[kNvme]).c_str(),
+        "NVMe short by %s per node (peak %s of %s usable)",
+        shortfall_size(e.nvme_over_bytes).c_str(), gib(e.peak_bytes[kNvme]).c_str(),
         gib(problem.cluster.profile.node.nvme_capacity_bytes * (1 - problem.headroom)).c_str()));
   }
   return s.empty() ? "fits" : s;
@@ -687,9 +687,10 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     }
     if (!plain_fits) {
       std::optional<GpuCount> g = min_gpus_to_fit(problem, s.space, 0);
-      r.notes.push_back(strf("only offloading configs fit: without offload nothing fits on %d GPUs",
-                             problem.cluster.gpus) +
-                        (g ? "; it would take " + gpu_count_words(problem, *g) : std::string()));
+      r.notes.push_back(
+          strf("only offloading configs fit: without offload nothing fits on %d GPU%s",
+               problem.cluster.gpus, problem.cluster.gpus == 1 ? "" : "s") +
+          (g ? "; it would take " + gpu_count_words(problem, *g) : std::string()));
     }
   }
   return r;

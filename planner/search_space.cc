@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/input_error.h"
+#include "planner/text.h"
 
 namespace zplan::planner {
 
@@ -332,7 +333,7 @@ SearchSpace resolve_search_space(const Problem& problem, const KnobRequest& knob
                                  const BatchRequest& batch) {
   if (!(problem.headroom >= 0 && problem.headroom < 1)) {
     throw InputError("--headroom",
-                     "must be a fraction in [0, 1), got " + std::to_string(problem.headroom));
+                     "must be a fraction in [0, 1), got " + strf("%g", problem.headroom));
   }
   SearchSpace s;
   s.batch = resolve_batch(problem, knobs, batch);

@@ -1,5 +1,7 @@
 #include "planner/text.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <vector>
@@ -26,6 +28,12 @@ std::string strf(const char* format, ...) {
 }
 
 std::string gib(double bytes) { return strf("%.1f GiB", bytes / kGiB); }
+
+std::string shortfall_size(double bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  if (bytes >= 0.1 * kGiB) return gib(bytes);
+  return strf("%.0f MiB", std::max(1.0, std::ceil(bytes / kMiB)));
+}
 
 std::string si(double v) {
   if (v >= 1e9) return strf("%.2f G", v / 1e9);

@@ -13,6 +13,8 @@ std::string strf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // "12.3 GiB"
 std::string gib(double bytes);
+// A shortfall: gib(), or "42 MiB" below 0.1 GiB, where gib() would print "0.0 GiB".
+std::string shortfall_size(double bytes);
 
 // "1.23 M", "456.7 k", "89": token rates and counts.
 std::string si(double value);

@@ -107,6 +107,19 @@ TEST_CASE("without --precision, GPUs that have no bf16 (V100) are planned in fp1
   CHECK(nlohmann::json::parse(memory.out)["ds_config"]["fp16"]["enabled"] == true);
 }
 
+TEST_CASE("plan says small shortfalls in MiB and refuses an infinite --offload-margin",
+          "[planner][cli]") {
+  // Llama-2-70B on 64 V100s without offload misses by 13 MiB: it said "OOM by 0.0 GiB".
+  RunResult r = run_zplan(
+      "--model llama2-70b --gpus 64 --nodes 8 --hw v100 --offload-optimizer none "
+      "--offload-param none --json --force --out /tmp/zplan-cli-plan-test-ds.json");
+  CHECK(r.exit_code == 3);  // nothing fits: nothing written
+  CHECK(r.out.find("OOM by 13 MiB on GPU") != std::string::npos);
+  expect_one_line_error(
+      run_zplan("--model 13b --gpus 8 --hw a100-40g --offload-margin inf --out x.json"), 1,
+      "--offload-margin: must be a fraction >= 0, got inf");
+}
+
 TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {
   for (const char* cmd : {"plan", "sweep"}) {
     const std::string base = std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 ";
@@ -120,6 +133,8 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
     expect_one_line_error(run_zplan(std::string(cmd) + " --model 1.3b --gpus 0 --hw a100"), 1,
                           "--gpus");
     expect_one_line_error(run_zplan(base + "--bogus-flag 1"), 2, "bogus-flag");
+    expect_one_line_error(run_zplan(base + "--headroom 1"), 1,
+                          "--headroom: must be a fraction in [0, 1), got 1");
     expect_one_line_error(run_zplan(base + "--seq-len 0"), 1,
                           "--seq-len: 0 is out of range (1 to 16777216 tokens)");
     expect_one_line_error(run_zplan(base + "--seq-len 2147483647"), 1,
