@@ -192,13 +192,37 @@ std::string gpu_count_words(const Problem& problem, const GpuCount& g) {
               gib(g.gpu_capacity_bytes).c_str());
 }
 
+std::optional<GpuCount> min_gpus(const Problem& problem, const SearchSpace& space,
+                                 int max_offload_level, bool within_lists);
+
+// ": --seq-len S fits on these GPUs (...)" or ": --seq-len S fits on N GPUs (...)" for the
+// longest halved sequence (down to 128) with which a family of the space's lists fits, or "".
+std::string shorter_sequence_words(const Problem& problem, const SearchSpace& space) {
+  Problem shorter = problem;
+  for (int64_t seq = problem.workload.seq_len / 2; seq >= 128; seq /= 2) {
+    shorter.workload.seq_len = seq;
+    FitCheck here = any_frugal_fits(shorter, space, 2, /*within_lists=*/true);
+    if (here.fits) {
+      return strf(": --seq-len %lld fits on these GPUs with ", static_cast<long long>(seq)) +
+             fit_words(shorter, here);
+    }
+    if (std::optional<GpuCount> g = min_gpus(shorter, space, 2, /*within_lists=*/true)) {
+      return strf(": --seq-len %lld fits on ", static_cast<long long>(seq)) +
+             gpu_count_words(shorter, *g);
+    }
+  }
+  return "";
+}
+
 // Why no GPU count up to max_nodes_to_try nodes fits, judged by the frugal config with the
 // smallest GPU peak on the largest cluster tried, among the families the space's lists hold. More
 // GPUs shrink partitioned model states, but neither the fixed runtime (CUDA context, NCCL
 // buffers) nor a sample's activations: data parallelism keeps whole samples on every GPU. The
 // larger of activations (with the allocator's fragmentation on them) and what is left (model
 // states, gathered parameters, buckets) is named the blocker.
-std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& space) {
+// With `name_sequence`, a sequence that would fit is named (what_would_fit says it otherwise).
+std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& space,
+                                  bool name_sequence) {
   Problem big = problem;
   const int gpn = problem.cluster.profile.node.gpus_per_node;
   const int nodes = std::max(problem.cluster.nodes, max_nodes_to_try(problem));
@@ -252,12 +276,15 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
       "and NCCL %s",
       gib(g.peak_bytes).c_str(), gib(usable).c_str(), gib(activations).c_str(), gib(states).c_str(),
       gib(runtime).c_str());
-  if (activations >= states) {
+  // Activations are the blocker when they are the larger part, or when the model states (as
+  // partitioned as they get) would fit without them.
+  if (activations >= states || states + runtime <= usable) {
     return nothing +
            " on any number of these GPUs: one sample's activations at micro-batch 1 with full "
-           "checkpointing leave too little room, and more GPUs do not shrink them (each "
-           "data-parallel GPU holds whole samples); a shorter sequence does (" +
-           peak + ")";
+           "checkpointing leave too little room beside the model states, and more GPUs do not "
+           "shrink them (each data-parallel GPU holds whole samples); a shorter sequence does" +
+           (name_sequence ? shorter_sequence_words(problem, space) : std::string()) + " (" + peak +
+           ")";
   }
   return nothing +
          strf(
@@ -346,6 +373,7 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
                         offloads_less(min_gpus(problem, s.space, 2, false)), &out);
   }
   // 3. Activations: a shorter sequence, when they dominate the nearest miss.
+  bool named_sequence = false;
   const Evaluation& e = s.evals[closest];
   const sim::Category dom = e.at_peak[kGpu].dominant();
   if (e.gpu_over_bytes > 0 &&
@@ -358,11 +386,12 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
         out.push_back(
             strf("a shorter sequence: --seq-len %lld fits with ", static_cast<long long>(seq)) +
             fit_words(shorter, f));
+        named_sequence = true;
         break;
       }
     }
   }
-  if (!plain && !any) out.push_back(why_no_gpu_count_fits(problem, s.space));
+  if (!plain && !any) out.push_back(why_no_gpu_count_fits(problem, s.space, !named_sequence));
   return out;
 }
 
