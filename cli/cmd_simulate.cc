@@ -74,9 +74,18 @@ nlohmann::json result_json(const sim::StepResult& r) {
 
 void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   out << strformat("  step time        %.3f s (micro-steps:", r.step_time_s);
-  for (size_t i = 0; i < r.micro_step_s.size(); ++i) {
-    if (r.micro_step_repeats[i] > 1) out << ' ' << r.micro_step_repeats[i] << " x";
-    out << strformat(" %.3f s", r.micro_step_s[i]);
+  // Runs of micro-steps that print the same are one "N x": the same text whether they were
+  // simulated once and repeated, or one by one (--trace, --every-micro-step).
+  for (size_t i = 0; i < r.micro_step_s.size();) {
+    const std::string text = strformat(" %.3f s", r.micro_step_s[i]);
+    int repeats = 0;
+    size_t j = i;
+    for (; j < r.micro_step_s.size() && strformat(" %.3f s", r.micro_step_s[j]) == text; ++j) {
+      repeats += r.micro_step_repeats[j];
+    }
+    if (repeats > 1) out << ' ' << repeats << " x";
+    out << text;
+    i = j;
   }
   out << strformat("; optimizer step %.3f s)\n", r.optimizer_step_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", r.samples_per_s,

@@ -69,6 +69,16 @@ TEST_CASE("numbers are printed in the units they need", "[cli]") {
   CHECK(cpu.out.find("  GFLOP/s per GPU  ") != std::string::npos);
   CHECK(cpu.out.find("GFLOP/s)\n") != std::string::npos);
   CHECK(cpu.out.find("TFLOP/s") == std::string::npos);
+  // Micro-steps simulated one by one print as the grouped ones do.
+  const std::string sim =
+      "simulate --model llama2-7b --gpus 16 --nodes 2 --hw h100 --stage 3 --offload-optimizer "
+      "nvme --micro-batch 1 --gas 16";
+  auto step_line = [](const std::string& out) { return out.substr(out.find("  step time")); };
+  RunResult grouped = run_zplan(sim), each = run_zplan(sim + " --every-micro-step");
+  REQUIRE(grouped.exit_code == 0);
+  REQUIRE(each.exit_code == 0);
+  CHECK(step_line(grouped.out).substr(0, 90) == step_line(each.out).substr(0, 90));
+  CHECK(grouped.out.find(" 14 x 0.443 s ") != std::string::npos);
 }
 
 TEST_CASE("a flag's value of the wrong type is a bad value (exit 1), as any other", "[cli]") {
