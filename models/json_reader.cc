@@ -134,8 +134,13 @@ void JsonReader::fail(std::string_view key, const std::string& problem) const {
 
 void JsonReader::fail(const std::string& problem) const { throw InputError(location(), problem); }
 
+void JsonReader::fail_missing(std::string_view key, const char* expected) const {
+  const bool null = value_->contains(key);  // has() is false: present means null
+  fail(key, std::string(null ? "is null" : "missing") + " (expected " + expected + ")");
+}
+
 JsonReader JsonReader::child(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected an object)");
+  if (!has(key)) fail_missing(key, "an object");
   const auto& v = member(key);
   if (!v.is_object()) fail(key, "must be an object, got " + describe_json_value(v));
   return JsonReader(v, file_, pointer_ + "/" + json_pointer_escape(key));
@@ -147,7 +152,7 @@ std::optional<JsonReader> JsonReader::optional_child(std::string_view key) const
 }
 
 JsonReader JsonReader::require_array(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected an array)");
+  if (!has(key)) fail_missing(key, "an array");
   const auto& v = member(key);
   if (!v.is_array()) fail(key, "must be an array, got " + describe_json_value(v));
   return JsonReader(v, file_, pointer_ + "/" + json_pointer_escape(key));
@@ -185,7 +190,7 @@ std::string JsonReader::as_string() const {
 }
 
 double JsonReader::number(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected a number)");
+  if (!has(key)) fail_missing(key, "a number");
   return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_number();
 }
 
@@ -202,7 +207,7 @@ double JsonReader::non_negative_number(std::string_view key) const {
 }
 
 int64_t JsonReader::integer(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected an integer)");
+  if (!has(key)) fail_missing(key, "an integer");
   return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_integer();
 }
 
@@ -219,14 +224,14 @@ int64_t JsonReader::non_negative_integer(std::string_view key) const {
 }
 
 bool JsonReader::boolean(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected true or false)");
+  if (!has(key)) fail_missing(key, "true or false");
   const auto& v = member(key);
   if (!v.is_boolean()) fail(key, "must be true or false, got " + describe_json_value(v));
   return v.get<bool>();
 }
 
 std::string JsonReader::string(std::string_view key) const {
-  if (!has(key)) fail(key, "missing (expected a string)");
+  if (!has(key)) fail_missing(key, "a string");
   return JsonReader(member(key), file_, pointer_ + "/" + json_pointer_escape(key)).as_string();
 }
 

@@ -85,6 +85,8 @@ class JsonReader {
 
  private:
   const nlohmann::json& member(std::string_view key) const;  // REQUIRES: has(key)
+  // "missing (expected an object)", or "is null (expected ...)" for a key written as null.
+  [[noreturn]] void fail_missing(std::string_view key, const char* expected) const;
 
   const nlohmann::json* value_;
   std::string file_;

@@ -38,6 +38,11 @@ TEST_CASE("typed getters name the JSON pointer of the offending member", "[model
   CHECK_THROWS_WITH(a.positive_number("n"), "x.json: /a/n: must be a positive number, got -2");
   CHECK_THROWS_WITH(a.integer("f"), "x.json: /a/f: must be an integer, got 1.5");
   CHECK_THROWS_WITH(a.boolean("missing"), "x.json: /a/missing: missing (expected true or false)");
+  // A member written as null is not "missing".
+  nlohmann::json with_null = nlohmann::json::parse(R"({"z": null})");
+  JsonReader n(with_null, "n.json");
+  CHECK_THROWS_WITH(n.child("z"), "n.json: /z: is null (expected an object)");
+  CHECK_THROWS_WITH(n.integer("z"), "n.json: /z: is null (expected an integer)");
   CHECK_THROWS_WITH(a.reject_unknown_keys({"n", "f"}), "x.json: /a/b~1c: unknown key");
   CHECK(a.integer("n") == -2);
   nlohmann::json big = nlohmann::json::parse(R"({"k": 5e8})");
