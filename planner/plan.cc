@@ -391,7 +391,11 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
       }
     }
   }
-  if (!plain && !any) out.push_back(why_no_gpu_count_fits(problem, s.space, !named_sequence));
+  // Why the lists fit on no count, unless they do on these GPUs with micro-batch 1 and
+  // checkpointing (a cluster past the counts tried; line 1 covers it).
+  if (!plain && !any && !any_frugal_fits(problem, s.space, 2, /*within_lists=*/true).fits) {
+    out.push_back(why_no_gpu_count_fits(problem, s.space, !named_sequence));
+  }
   return out;
 }
 
