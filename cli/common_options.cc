@@ -212,6 +212,7 @@ Setup resolve_setup(const SetupOptions& o) {
   context.auto_precision = resolve_precision(o, cluster.profile.gpu);
   context.precision_from_flag = !o.precision.empty();
   std::vector<std::string> notes;
+  context.notes = &notes;
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
   if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -114,8 +115,9 @@ struct DsConfig {
 struct ParseContext {
   int dp_world_size = 1;
   int64_t hidden_size = 0;  // for Hugging Face's "auto" bucket sizes (hidden^2 etc.)
-  // From the command line; they fill "auto" batch keys (else the Trainer's defaults: micro-batch
-  // 8, accumulation 1) and must agree with numbers the file gives.
+  // From the command line; they fill "auto" batch keys and must agree with numbers the file gives.
+  // An "auto" without a flag is derived from a given train_batch_size, else the Trainer's default
+  // (micro-batch 8, accumulation 1).
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<int64_t> train_batch_size;
@@ -123,6 +125,9 @@ struct ParseContext {
   // auto_precision came from --precision: the precision the file enables must then agree with
   // it, as the batch keys must agree with --micro-batch and friends.
   bool precision_from_flag = false;
+  // If set, gets a line for each value of the file that surprises without being an error
+  // ("stage": "auto", which DeepSpeed reads as stage 0).
+  std::vector<std::string>* notes = nullptr;
 };
 
 // What is trained, beyond the model and the ds_config: the sequence length and the attention

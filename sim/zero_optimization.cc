@@ -277,6 +277,11 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
 
   BlockReader b(r, AutoRule::kMeansDefault);
   ZeroConfig z;
+  if (r.is_auto("stage") && context.notes != nullptr) {
+    context.notes->push_back(locator.at(kZ + "stage") +
+                             " is \"auto\", which the Hugging Face Trainer does not fill: "
+                             "DeepSpeed drops it and runs ZeRO stage 0");
+  }
   if (std::optional<int64_t> v = b.integer(key("stage"))) {
     if (*v < 0 || *v > 3) {
       r.fail(key("stage"), "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*v));

@@ -57,6 +57,21 @@ TEST_CASE("batch flags that do not divide, or are too large, say so and name the
   }
 }
 
+TEST_CASE("a ds_config with \"stage\": \"auto\" runs ZeRO-0, and says so", "[cli]") {
+  TempFile auto_stage(R"({"train_micro_batch_size_per_gpu": 1,
+                          "zero_optimization": {"stage": "auto"}})",
+                      "ds.json");
+  for (const char* cmd : kSetupCommands) {
+    RunResult r = run_zplan(std::string(cmd) + " --model 125m --gpus 8 --hw a100 --ds-config " +
+                            auto_stage.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("/zero_optimization/stage is \"auto\", which the Hugging Face Trainer "
+                     "does not fill: DeepSpeed drops it and runs ZeRO stage 0") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("numbers are printed in the units they need", "[cli]") {
   // zplan models rounded H100's 79.65 GiB to 80 while other commands print 79.7.
   RunResult models = run_zplan("models");

@@ -482,6 +482,20 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
   }
 }
 
+TEST_CASE("\"stage\": \"auto\" is stage 0, as DeepSpeed reads it, with a note", "[zero_config]") {
+  std::vector<std::string> notes;
+  ParseContext context = context8();
+  context.notes = &notes;
+  CHECK(parse(with_zero({{"stage", "auto"}}), context).zero.stage == 0);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] ==
+        "t.json: /zero_optimization/stage is \"auto\", which the Hugging Face Trainer does not "
+        "fill: DeepSpeed drops it and runs ZeRO stage 0");
+  notes.clear();
+  parse(with_zero({{"stage", 3}}), context);
+  CHECK(notes.empty());
+}
+
 TEST_CASE("stage-3 features zplan does not model are refused, not planned as plain ZeRO-3",
           "[zero_config]") {
   const json z3 = {{"stage", 3}};
