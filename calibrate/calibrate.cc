@@ -343,11 +343,14 @@ void print_report(std::ostream& out, const Calibration& c) {
   }
   if (built != nullptr) {
     const hardware::Profile& p = built->profile;
+    // A CPU rank's peak is tens of GFLOP/s, which TFLOP/s would print as 0.0.
+    const bool giga = p.gpu.peak_flops_per_s < 1e12;
     std::snprintf(buf, sizeof buf,
-                  "# profile '%s': %s, %d per node, %.1f TFLOP/s peak, %zu measured table(s), "
+                  "# profile '%s': %s, %d per node, %.1f %s peak, %zu measured table(s), "
                   "%zu number(s) measured\n",
                   p.name.c_str(), p.gpu.name.c_str(), p.node.gpus_per_node,
-                  p.gpu.peak_flops_per_s / 1e12, p.collectives.size(), built->measured.size());
+                  p.gpu.peak_flops_per_s / (giga ? 1e9 : 1e12), giga ? "GFLOP/s" : "TFLOP/s",
+                  p.collectives.size(), built->measured.size());
     out << buf;
     for (const std::string& note : m.notes) out << "# note: " << note << '\n';
     for (const std::string& note : built->notes) out << "# note: " << note << '\n';

@@ -199,6 +199,8 @@ TEST_CASE("the report prints every table", "[calibrate]") {
   CHECK_THAT(text, Catch::Contains("# all_reduce (fake)"));
   CHECK_THAT(text, Catch::Contains("# fit error: max "));
   CHECK_THAT(text, Catch::Contains("# profile 'fake-cluster'"));
+  // A CPU rank's peak in GFLOP/s (TFLOP/s printed "0.1").
+  CHECK_THAT(text, Catch::Contains(" GFLOP/s peak, "));
   nlohmann::json j = report_json(c);
   CHECK(j["collectives"].size() == 3);
   CHECK(j["profile"]["name"] == "fake-cluster");
