@@ -171,11 +171,9 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
   out << strformat("  step time        %.2f s\n", e.step_time_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", e.samples_per_s,
                    e.tokens_per_s);
-  if (p.cluster.profile.gpu.peak_flops_per_s < 1e12) {  // CPU ranks: TFLOP/s would print 0.0
-    out << strformat("  GFLOP/s per GPU  %.1f (MFU %.1f%%)\n", 1e3 * e.tflops_per_gpu, 100 * e.mfu);
-  } else {
-    out << strformat("  TFLOP/s per GPU  %.1f (MFU %.1f%%)\n", e.tflops_per_gpu, 100 * e.mfu);
-  }
+  const FlopsUnit unit = flops_unit(p.cluster.profile.gpu.peak_flops_per_s);
+  out << strformat("  %s per GPU  %.1f (MFU %.1f%%)\n", unit.name,
+                   unit.per_tflop * e.tflops_per_gpu, 100 * e.mfu);
   print_memory(out, p, e);
   out << "  why it wins      " << r.why << '\n';
   for (const std::string& n : r.notes) out << "  note             " << n << '\n';

@@ -78,8 +78,8 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   // simulated once and repeated, or one by one (--trace, --every-micro-step).
   for (size_t i = 0; i < r.micro_step_s.size();) {
     const std::string text = strformat(" %.3f s", r.micro_step_s[i]);
-    int repeats = 0;
-    size_t j = i;
+    int repeats = r.micro_step_repeats[i];
+    size_t j = i + 1;
     for (; j < r.micro_step_s.size() && strformat(" %.3f s", r.micro_step_s[j]) == text; ++j) {
       repeats += r.micro_step_repeats[j];
     }
@@ -93,12 +93,11 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   const double peak = s.config.precision == sim::Precision::kFp32
                           ? s.cluster.profile.gpu.peak_fp32_flops_per_s
                           : s.cluster.profile.gpu.peak_flops_per_s;
-  // A CPU "GPU" (the executor's ranks) runs at GFLOP/s; TFLOP/s would print 0.0.
-  const bool giga = peak < 1e12;
-  out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n",
-                   giga ? "GFLOP/s" : "TFLOP/s", r.tflops_per_gpu * (giga ? 1e3 : 1), 100 * r.mfu,
-                   100 * r.hfu, giga ? 1 : 0, peak / (giga ? 1e9 : 1e12),
-                   giga ? "GFLOP/s" : "TFLOP/s");
+  const FlopsUnit unit = flops_unit(peak);
+  const bool giga = unit.per_tflop != 1;  // a GFLOP/s peak keeps a decimal
+  out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n", unit.name,
+                   unit.per_tflop * r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, giga ? 1 : 0,
+                   unit.per_tflop * peak / 1e12, unit.name);
   out << "  time goes to     " << r.bottleneck() << "\n\n";
   Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
   for (int i = 0; i < sim::kNumResources; ++i) {

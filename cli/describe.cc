@@ -158,6 +158,10 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
   (void)cluster;
 }
 
+FlopsUnit flops_unit(double peak_flops_per_s) {
+  return peak_flops_per_s < 1e12 ? FlopsUnit{"GFLOP/s", 1e3} : FlopsUnit{"TFLOP/s", 1};
+}
+
 std::string headroom_remark(std::initializer_list<TierUse> tiers) {
   std::string tight;
   for (const TierUse& t : tiers) {

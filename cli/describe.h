@@ -29,6 +29,14 @@ nlohmann::json memory_report_to_json(const sim::MemoryReport& report);
 // The per-tier, per-phase breakdown table, and the verdict lines under it.
 void print_memory_report(std::ostream& out, const sim::MemoryReport& report,
                          const hardware::Cluster& cluster);
+// The unit a per-GPU rate is printed in: TFLOP/s, or GFLOP/s below a 1 TFLOP/s peak (CPU ranks),
+// where TFLOP/s would print 0.0.
+struct FlopsUnit {
+  const char* name;  // "TFLOP/s" or "GFLOP/s"
+  double per_tflop;  // multiplies a value in TFLOP/s: 1 or 1000
+};
+FlopsUnit flops_unit(double peak_flops_per_s);
+
 // One tier's peak against its capacity, for headroom_remark.
 struct TierUse {
   const char* name;  // "GPU", "host", "NVMe"

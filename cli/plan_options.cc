@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "cli/table.h"
-#include "models/atomic_file.h"
 #include "models/input_error.h"
 #include "planner/text.h"
 
