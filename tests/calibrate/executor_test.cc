@@ -210,7 +210,7 @@ testing::MlpReference mlp_reference_run(const models::Model& model,
 // summation order allows (tests/calibrate/mlp_reference.h derives it). The bound depends on
 // neither the CPU nor the BLAS kernel, so the check holds on any of them, and it is far below lr
 // for all but a few weights whose gradients are tiny: a dropped gradient slice fails it (below).
-TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights", "[executor]") {
+TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights", "[executor][blas]") {
   const models::Model model = models::load_model("tiny-mlp-s");
   const testing::MlpReference ref = mlp_reference_run(model);
   // The bound is meaningful: for half of the weights it is below a tenth of how far three steps
@@ -256,7 +256,7 @@ TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights"
   }
 }
 
-TEST_CASE("the numerics check catches a dropped gradient slice", "[executor]") {
+TEST_CASE("the numerics check catches a dropped gradient slice", "[executor][blas]") {
   // ZeRO-2: rank 1's optimizer updates the second half of the (flat, model-ordered) parameters;
   // its DroppingDevice hides 2,000 of their gradients from Adam in every step. Those weights
   // then do not move at all, far outside their bound.
@@ -320,7 +320,7 @@ void check_memory(const std::vector<MemoryCase>& cases) {
   }
 }
 
-TEST_CASE("executed memory peaks match the simulated ones", "[executor]") {
+TEST_CASE("executed memory peaks match the simulated ones", "[executor][blas]") {
   // Memory is deterministic (unlike time): the tracking allocator's peak per tier must be the
   // simulator's within 3% for each stage and offload mode. Stages 1-2 use one bucket here (see
   // the next case for several).
@@ -336,11 +336,11 @@ TEST_CASE("executed memory peaks match the simulated ones", "[executor]") {
 // Several buckets in stage 2: the gradient that overflows a bucket stays allocated until the full
 // bucket has left the IPG buffer (DeepSpeed's hook runs reduce_ipg_grads() before it copies the
 // new gradient in) -- after the reduction, or with offload after the copies to the host.
-TEST_CASE("memory with several buckets per backward", "[executor]") {
+TEST_CASE("memory with several buckets per backward", "[executor][blas]") {
   check_memory({{2, 2, "none", 100000}, {2, 1, "cpu", 100000}});
 }
 
-TEST_CASE("transformer-shaped models run with their shapes", "[executor]") {
+TEST_CASE("transformer-shaped models run with their shapes", "[executor][blas]") {
   const models::Model model = models::load_model("tiny-gpt");
   const hardware::Cluster cluster = hardware::make_cluster(cpu_test_profile(), kRanks, 1);
   sim::Workload w;

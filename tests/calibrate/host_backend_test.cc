@@ -20,7 +20,7 @@ namespace {
 
 using testing::TempDir;
 
-TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
+TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host][blas]") {
   const int64_t m = 5, n = 7, k = 3;
   std::vector<float> a(m * k), b(k * n);
   for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;
@@ -104,7 +104,7 @@ TEST_CASE("threads per rank: the node's CPUs shared by its ranks", "[calibrate][
   CHECK(!cpu.model.empty());
 }
 
-TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host]") {
+TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host][blas]") {
   TempDir dir;
   CalibrateOptions o;
   o.backends = "host";
