@@ -4,11 +4,14 @@
 # median and worst, and the fits/OOM verdicts.
 #
 #   scripts/fidelity.sh [--zplan PATH] [--cases FILE] [--markdown] [--only SUBSTRING]
+#   scripts/fidelity.sh --catalogue [--cases FILE]
 #
 # --zplan     the zplan binary (default: $ZPLAN, else build/default/zplan of this checkout)
 # --cases     the case file (default: tests/fidelity/cases.json)
 # --markdown  print the tables as Markdown (what docs/fidelity.md shows)
 # --only      run only the cases whose id contains SUBSTRING
+# --catalogue print the sources, cases (what each source states, the configuration, the
+#             assumptions) and the rejected measurements as Markdown, from the case file alone
 #
 # Errors are (predicted - measured) / measured. Throughput figures are compared as throughput:
 # a step time is turned into its reciprocal first, so a positive error always means zplan
@@ -27,24 +30,79 @@ zplan="${ZPLAN:-$here/build/default/zplan}"
 cases="$here/tests/fidelity/cases.json"
 markdown=0
 only=""
+catalogue=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --zplan) zplan="$2"; shift 2 ;;
     --cases) cases="$2"; shift 2 ;;
     --markdown) markdown=1; shift ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --catalogue) catalogue=1; shift ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fidelity.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ -x "$zplan" ]] || { echo "fidelity.sh: no zplan binary at '$zplan' (build it, or pass --zplan / set ZPLAN)" >&2; exit 2; }
+[[ $catalogue == 1 || -x "$zplan" ]] || { echo "fidelity.sh: no zplan binary at '$zplan' (build it, or pass --zplan / set ZPLAN)" >&2; exit 2; }
 [[ -f "$cases" ]] || { echo "fidelity.sh: no case file at '$cases'" >&2; exit 2; }
 
-exec python3 - "$zplan" "$cases" "$here" "$markdown" "$only" <<'PY'
+exec python3 - "$zplan" "$cases" "$here" "$markdown" "$only" "$catalogue" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile
 
 zplan, cases_path, root, markdown, only = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 doc = json.load(open(cases_path))
+
+if sys.argv[6] == "1":
+    out = []
+    for key, s in doc["sources"].items():
+        out.append("### `%s`: %s" % (key, s["title"]))
+        out.append("")
+        out.append("- Address: <%s> (%s)" % (s["url"], s["kind"]))
+        for f, label in (("hardware", "Hardware"), ("deepspeed_version", "DeepSpeed version"),
+                         ("read_via", "Read via"), ("caveat", "Caveat"), ("note", "Note")):
+            if f in s:
+                out.append("- %s: %s" % (label, s[f]))
+        common = None
+        for c in doc["cases"]:
+            if c["source"] == key:
+                common = set(c["assumptions"]) if common is None else common & set(c["assumptions"])
+        common = common or set()
+        if common:
+            out.append("- Assumed for every case of this source:")
+            for a in next(c for c in doc["cases"] if c["source"] == key)["assumptions"]:
+                if a in common:
+                    out.append("  - " + a)
+        out.append("")
+        out.append("| case | where | what the source states | run as | compared | other assumptions |")
+        out.append("|---|---|---|---|---|---|")
+        for c in doc["cases"]:
+            if c["source"] != key:
+                continue
+            z = c["ds_config"]["zero_optimization"]
+            off = [k.split("_")[1] + " " + z[k]["device"] for k in ("offload_optimizer", "offload_param")
+                   if z.get(k, {}).get("device", "none") != "none"]
+            run = "%s on %d x %s%s (%d node%s), ZeRO-%d%s, seq %d, micro-batch %d x GAS %d = %d, %s, checkpointing %s, %s" % (
+                c["model"].split("/")[-1], c["gpus"], c["hw"],
+                "" if not c.get("hw_overrides") else " " + ", ".join("%s=%s" % kv for kv in c["hw_overrides"].items()),
+                c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], (", offload " + ", ".join(off)) if off else "",
+                c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
+                "flash attention" if c["flash_attention"] else "no fused attention")
+            comp = "; ".join(
+                "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
+                                " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
+            comp = (comp + "; " if comp else "") + "verdict " + c["verdict"]
+            other = "; ".join(a for a in c["assumptions"] if a not in common) or "-"
+            cell = lambda t: str(t).replace("|", "/").replace("\n", " ")
+            out.append("| %s | %s | %s | %s | %s | %s |" % tuple(map(cell, (c["id"], c["where"], c["states"], run, comp, other))))
+        out.append("")
+    if doc.get("rejected"):
+        out.append("### Rejected")
+        out.append("")
+        out.append("| source | what it states | why it is not in the set |")
+        out.append("|---|---|---|")
+        for r in doc["rejected"]:
+            out.append("| %s | %s | %s |" % (r["source"], r["what"], r["why"]))
+    print("\n".join(out))
+    sys.exit(0)
 GiB = 2.0 ** 30
 THROUGHPUT = ("samples_per_s", "step_time_s", "tflops_per_gpu")
 
@@ -133,7 +191,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 if c["ds_config"]["zero_optimization"].get(x, {}).get("device", "none") not in ("none", None)]
         cfg = "z%d%s" % (c["ds_config"]["zero_optimization"]["stage"],
                          "+" + "+".join("opt" if x == "offload_optimizer" else "par" for x in offl) + "-cpu" if offl else "")
-        base = dict(id=c["id"], source=c["source"], hw=c["hw"], gpus=c["gpus"], cfg=cfg, seq=c["seq_len"],
+        base = dict(id=c["id"], source=c["source"], ds=c.get("deepspeed_version", "?"), hw=c["hw"], gpus=c["gpus"], cfg=cfg, seq=c["seq_len"],
                     mb=c["micro_batch"], verdict=c["verdict"], pred_fits=r["fits"],
                     bottleneck=r.get("bottleneck", ""))
         if not c["measured"]:
@@ -173,15 +231,15 @@ for r in rows:
 wrong = [(i, v) for i, v in verdicts.items() if v[0] != v[1]]
 sources = sorted({r["source"] for r in rows})
 
-hdr = ["case", "hw", "GPUs", "ZeRO", "seq", "mb", "figure", "measured", "zplan", "error", "verdict (meas/zplan)"]
+hdr = ["case", "DeepSpeed", "hw", "GPUs", "ZeRO", "seq", "mb", "figure", "measured", "zplan", "error", "verdict (meas/zplan)"]
 out = []
 if markdown:
     out.append("| " + " | ".join(hdr) + " |")
     out.append("|" + "---|" * len(hdr))
     for r in rows:
         v = "%s / %s%s" % (r["verdict"], "fits" if r["pred_fits"] else "oom", "" if r["verdict"] == ("fits" if r["pred_fits"] else "oom") else " **wrong**")
-        out.append("| %s | %s | %d | %s | %d | %d | %s | %s | %s | %s | %s |"
-                   % (r["id"], r["hw"], r["gpus"], r["cfg"], r["seq"], r["mb"], r["kind"], fmt(r["measured"]),
+        out.append("| %s | %s | %s | %d | %s | %d | %d | %s | %s | %s | %s | %s |"
+                   % (r["id"], r["ds"], r["hw"], r["gpus"], r["cfg"], r["seq"], r["mb"], r["kind"], fmt(r["measured"]),
                       fmt(r["predicted"]), pct(r["err"]), v))
     out.append("")
     out.append("- " + summary("Throughput", thr))
@@ -212,12 +270,14 @@ if markdown:
 else:
     w = [max(len(h), 8) for h in hdr]
     w[0] = max(len(r["id"]) for r in rows) if rows else 4
-    w[6] = max([len(r["kind"]) for r in rows] + [6])
+    w[1] = max([len(r["ds"]) for r in rows] + [9])
+    w[4] = max([len(r["cfg"]) for r in rows] + [4])
+    w[7] = max([len(r["kind"]) for r in rows] + [6])
     line = lambda cells: "  ".join(str(x).ljust(w[i]) for i, x in enumerate(cells))
     out.append(line(hdr))
     for r in rows:
         v = "%s/%s%s" % (r["verdict"], "fits" if r["pred_fits"] else "oom", "" if r["verdict"] == ("fits" if r["pred_fits"] else "oom") else "  WRONG")
-        out.append(line([r["id"], r["hw"], r["gpus"], r["cfg"], r["seq"], r["mb"], r["kind"], fmt(r["measured"]),
+        out.append(line([r["id"], r["ds"], r["hw"], r["gpus"], r["cfg"], r["seq"], r["mb"], r["kind"], fmt(r["measured"]),
                          fmt(r["predicted"]), pct(r["err"]), v]))
     out.append("")
     out.append(summary("Throughput", thr))
