@@ -82,7 +82,7 @@ if sys.argv[6] == "1":
                    if z.get(k, {}).get("device", "none") != "none"]
             run = "%s on %d x %s%s (%d node%s), ZeRO-%d%s, seq %d, micro-batch %d x GAS %d = %d, %s, checkpointing %s, %s" % (
                 c["model"].split("/")[-1], c["gpus"], c["hw"],
-                "" if not c.get("hw_overrides") else " " + ", ".join("%s=%s" % kv for kv in c["hw_overrides"].items()),
+                "" if not c.get("hw_overrides") else " (profile overrides: " + ", ".join("%s = %s" % kv for kv in c["hw_overrides"].items()) + ")",
                 c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], (", offload " + ", ".join(off)) if off else "",
                 c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
                 "flash attention" if c["flash_attention"] else "no fused attention")
@@ -95,7 +95,9 @@ if sys.argv[6] == "1":
             out.append("| %s | %s | %s | %s | %s | %s |" % tuple(map(cell, (c["id"], c["where"], c["states"], run, comp, other))))
         out.append("")
     if doc.get("rejected"):
-        out.append("### Rejected")
+        out.append("## Rejected")
+        out.append("")
+        out.append("Measurements found while building the set and left out, with the reason.")
         out.append("")
         out.append("| source | what it states | why it is not in the set |")
         out.append("|---|---|---|")
