@@ -7,7 +7,7 @@
 // that times it the way nccl-tests does, so MPI, NCCL and the fake are measured and printed alike
 // -- as ninja pairs CommandRunner with FakeCommandRunner (reference/style_anchors.md §1, §10.2).
 //
-// Which backends this build contains is decided at configure time (calibrate/backends.cmake) and
+// Which backends this build contains is decided at configure time (kernels/backends.cmake) and
 // listed, explicitly, by calibrate/registry.cc; the factories below for mpi, cuda and nccl exist
 // only in builds that have them.
 #ifndef ZPLAN_CALIBRATE_BACKEND_H_

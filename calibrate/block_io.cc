@@ -10,8 +10,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "calibrate/block_io_internal.h"
 #include "calibrate/interrupt.h"
+#include "kernels/block_transfer.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "calibrate/collective_sweep.h"
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
 #include "hardware/cost_model.h"
+#include "kernels/config.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 
@@ -280,7 +280,7 @@ void print_report(std::ostream& out, const Calibration& c) {
                   h.threads_per_rank);
     out << buf;
     out << "# copies: memcpy, caches flushed; pinned = " << h.pinned_note
-        << "; triad: STREAM counting; adam: calibrate/cpu_adam.h (" << h.adam_isa << ")\n";
+        << "; triad: STREAM counting; adam: kernels/cpu_adam.h (" << h.adam_isa << ")\n";
     out << "# nvme: " << h.nvme_path << ", " << h.nvme_engine
         << (h.nvme_o_direct ? ", O_DIRECT" : "") << ", 1 MiB blocks, queue depth 8\n";
     print_rates(out, h.rates);

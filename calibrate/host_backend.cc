@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "calibrate/block_io.h"
-#include "calibrate/cpu_adam.h"
-#include "calibrate/cpu_gemm.h"
+#include "kernels/cpu_adam.h"
+#include "kernels/cpu_gemm.h"
 
 namespace zplan::calibrate {
 
@@ -201,7 +201,7 @@ void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, Ho
   h->triad_bytes_per_s_node = g.sum(moved / t) / g.nodes();
   h->rates.push_back(row(g, "triad", moved, h->threads_per_rank, t));
 
-  // The executor's memory-bound kernel (calibrate/executor_device_cpu.cc, memory_pass): x = s x in
+  // The executor's memory-bound kernel (executor/device_cpu.cc, memory_pass): x = s x in
   // place over one triad array, the factor a local constant, counted as read + write (8 bytes
   // per element, which is also what the CPU moves).
   float* x = a.floats();

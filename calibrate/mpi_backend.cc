@@ -9,8 +9,8 @@
 #include <mpi.h>
 
 #include "calibrate/backend.h"
-#include "calibrate/check.h"
 #include "calibrate/collective_sweep.h"
+#include "kernels/check.h"
 
 namespace zplan::calibrate {
 

@@ -6,8 +6,8 @@
 
 #include <mpi.h>
 
-#include "calibrate/check.h"
 #include "calibrate/group.h"
+#include "kernels/check.h"
 
 namespace zplan::calibrate {
 

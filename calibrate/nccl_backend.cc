@@ -16,9 +16,9 @@
 #include <nccl.h>
 
 #include "calibrate/backend.h"
-#include "calibrate/check.h"
 #include "calibrate/collective_sweep.h"
-#include "calibrate/cuda_internal.h"
+#include "kernels/check.h"
+#include "kernels/cuda_info.h"
 
 namespace zplan::calibrate {
 

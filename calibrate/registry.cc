@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 #if ZPLAN_HAVE_CUDA
-#include "calibrate/cuda_internal.h"
+#include "kernels/cuda_info.h"
 #endif
 
 namespace zplan::calibrate {

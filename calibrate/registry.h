@@ -1,5 +1,5 @@
 // The registry of measurement backends: which ones zplan knows, which ones this build contains
-// (decided by calibrate/backends.cmake, read from the generated calibrate/config.h), and how to
+// (decided by kernels/backends.cmake, read from the generated kernels/config.h), and how to
 // make them. Explicit on purpose -- no static self-registration, which silently vanishes from
 // static libraries (reference/style_anchors.md §10.2).
 #ifndef ZPLAN_CALIBRATE_REGISTRY_H_

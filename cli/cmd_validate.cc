@@ -18,15 +18,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "calibrate/executor.h"
-#include "calibrate/executor_comm.h"
-#include "calibrate/executor_device.h"
 #include "calibrate/group.h"
-#include "calibrate/validate.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
+#include "executor/device.h"
+#include "executor/executor.h"
+#include "executor/validate.h"
+#include "kernels/comm.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 #include "sim/trace_writer.h"

@@ -7,9 +7,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
 #include "hardware/cost_model.h"
+#include "kernels/config.h"
 #include "models/catalog.h"
 #include "models/input_error.h"
 #include "sim/simulate.h"

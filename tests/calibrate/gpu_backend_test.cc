@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include "calibrate/calibrate.h"
-#include "calibrate/check.h"
-#include "calibrate/config.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
+#include "kernels/check.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {

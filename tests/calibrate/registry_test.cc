@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/config.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {

@@ -1,0 +1,179 @@
+// The thread fake of ExecutorComm (and the MPI entry points of a build without MPI).
+#include "kernels/comm.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/check.h"
+#include "kernels/config.h"
+
+namespace zplan::calibrate {
+
+namespace {
+
+// The meeting point of one channel: ranks post a pointer, wait for each other, read each other's
+// buffers, and wait again before anyone may touch its buffer.
+class Rendezvous {
+ public:
+  Rendezvous(int ranks, double timeout_s)
+      : ranks_(ranks), timeout_(std::chrono::duration<double>(timeout_s)), posted_(ranks) {}
+
+  void post(int rank, const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_[rank] = p;
+  }
+  const void* posted(int rank) const { return posted_[rank]; }
+
+  void wait_all(const char* what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t gen = generation_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    if (!cv_.wait_for(lock, timeout_, [&] { return generation_ != gen || broken_; }) || broken_) {
+      broken_ = true;
+      cv_.notify_all();
+      throw InputError("executor", std::string("a rank did not join the ") + what +
+                                       " in time (another rank failed?)");
+    }
+  }
+
+ private:
+  const int ranks_;
+  const std::chrono::duration<double> timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool broken_ = false;
+  std::vector<const void*> posted_;
+};
+
+struct Shared {
+  std::vector<std::unique_ptr<Rendezvous>> channels;
+};
+
+class ThreadComm : public ExecutorComm {
+ public:
+  ThreadComm(std::shared_ptr<Shared> shared, int rank, int ranks)
+      : shared_(std::move(shared)), rank_(rank), ranks_(ranks) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return ranks_; }
+  int channels() const override { return static_cast<int>(shared_->channels.size()); }
+  std::string name() const override { return "threads"; }
+
+  void all_reduce(int channel, float* data, size_t count) override {
+    Rendezvous& r = at(channel);
+    r.post(rank_, data);
+    r.wait_all("all_reduce");
+    std::vector<float> sum = sum_posted(r, 0, count);
+    r.wait_all("all_reduce");
+    std::memcpy(data, sum.data(), count * sizeof(float));
+  }
+
+  void all_gather(int channel, const float* send, size_t count, float* recv) override {
+    Rendezvous& r = at(channel);
+    r.post(rank_, send);
+    r.wait_all("all_gather");
+    for (int k = 0; k < ranks_; ++k) {
+      const float* x = static_cast<const float*>(r.posted(k));
+      float* dst = recv + static_cast<size_t>(k) * count;
+      if (x != dst) std::memcpy(dst, x, count * sizeof(float));
+    }
+    r.wait_all("all_gather");
+  }
+
+  void reduce_scatter(int channel, float* data, size_t count) override {
+    Rendezvous& r = at(channel);
+    r.post(rank_, data);
+    r.wait_all("reduce_scatter");
+    std::vector<float> sum = sum_posted(r, static_cast<size_t>(rank_) * count, count);
+    r.wait_all("reduce_scatter");
+    std::memcpy(data, sum.data(), count * sizeof(float));
+  }
+
+  void barrier(int channel) override { at(channel).wait_all("barrier"); }
+
+  void max(int channel, std::vector<double>* values) override { combine(channel, values, true); }
+  void sum(int channel, std::vector<double>* values) override { combine(channel, values, false); }
+
+  std::vector<double> gather_all(int channel, const std::vector<double>& values) override {
+    Rendezvous& r = at(channel);
+    r.post(rank_, &values);
+    r.wait_all("gather");
+    std::vector<double> out;
+    for (int k = 0; k < ranks_; ++k) {
+      const auto* v = static_cast<const std::vector<double>*>(r.posted(k));
+      out.insert(out.end(), v->begin(), v->end());
+    }
+    r.wait_all("gather");
+    return out;
+  }
+
+  [[noreturn]] void abort(const std::string& message) override {
+    throw InputError("executor", message);
+  }
+
+ private:
+  Rendezvous& at(int channel) { return *shared_->channels.at(static_cast<size_t>(channel)); }
+
+  // The sum over ranks, in rank order, of `count` floats at `offset` of what each rank posted.
+  std::vector<float> sum_posted(Rendezvous& r, size_t offset, size_t count) const {
+    std::vector<float> sum(count, 0.0f);
+    for (int k = 0; k < ranks_; ++k) {
+      const float* x = static_cast<const float*>(r.posted(k)) + offset;
+      for (size_t i = 0; i < count; ++i) sum[i] += x[i];
+    }
+    return sum;
+  }
+
+  void combine(int channel, std::vector<double>* values, bool take_max) {
+    Rendezvous& r = at(channel);
+    r.post(rank_, values);
+    r.wait_all("reduction");
+    std::vector<double> out = *static_cast<const std::vector<double>*>(r.posted(0));
+    for (int k = 1; k < ranks_; ++k) {
+      const auto* v = static_cast<const std::vector<double>*>(r.posted(k));
+      for (size_t i = 0; i < out.size(); ++i) {
+        out[i] = take_max ? std::max(out[i], (*v)[i]) : out[i] + (*v)[i];
+      }
+    }
+    r.wait_all("reduction");
+    *values = std::move(out);
+  }
+
+  std::shared_ptr<Shared> shared_;
+  int rank_;
+  int ranks_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<ExecutorComm>> make_thread_comms(int ranks, int channels,
+                                                             double timeout_s) {
+  auto shared = std::make_shared<Shared>();
+  for (int c = 0; c < channels; ++c) {
+    shared->channels.push_back(std::make_unique<Rendezvous>(ranks, timeout_s));
+  }
+  std::vector<std::unique_ptr<ExecutorComm>> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(std::make_unique<ThreadComm>(shared, r, ranks));
+  return out;
+}
+
+#if !ZPLAN_HAVE_MPI
+std::unique_ptr<ExecutorComm> make_mpi_comm(int, double) {
+  throw_unavailable("mpi", "this zplan was built without MPI (configure with -DZPLAN_WITH_MPI=ON)");
+}
+bool executor_has_mpi() { return false; }
+bool mpi_init_for_executor(int*, char***) { return false; }
+void mpi_finalize_for_executor() {}
+#endif
+
+}  // namespace zplan::calibrate

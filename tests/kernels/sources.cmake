@@ -1,0 +1,3 @@
+list(APPEND ZPLAN_TEST_SOURCES
+  kernels/cpu_adam_test.cc
+)
