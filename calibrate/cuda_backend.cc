@@ -71,9 +71,9 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
 
   void check(Group& group, const ProbeOptions&) override {
-    int count = internal::visible_cuda_devices("cuda");
+    int count = kernels::visible_cuda_devices("cuda");
     if (group.local_size() > count) {
-      throw_unavailable("cuda", std::to_string(group.local_size()) + " ranks on " +
+      kernels::throw_unavailable("cuda", std::to_string(group.local_size()) + " ranks on " +
                                     group.hosts().front() + " but only " + std::to_string(count) +
                                     " CUDA devices (one rank per GPU)");
     }
@@ -110,7 +110,7 @@ class CudaBackend : public Backend {
 };
 
 void CudaBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
-  const int count = internal::visible_cuda_devices("cuda");
+  const int count = kernels::visible_cuda_devices("cuda");
   const int device = g.local_rank() % count;
   ZPLAN_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop;
@@ -125,8 +125,8 @@ void CudaBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, M
   int runtime = 0, driver = 0;
   ZPLAN_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   ZPLAN_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  out->versions["cuda_runtime"] = internal::cuda_version_text(runtime);
-  out->versions["cuda_driver"] = internal::cuda_version_text(driver);
+  out->versions["cuda_runtime"] = kernels::cuda_version_text(runtime);
+  out->versions["cuda_driver"] = kernels::cuda_version_text(driver);
 
   cudaStream_t stream;
   ZPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -222,8 +222,8 @@ void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, Ho
 }
 
 void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
-  h->adam_isa = isa_name(best_isa());
-  AdamHyper hyper;
+  h->adam_isa = kernels::isa_name(kernels::best_isa());
+  kernels::AdamHyper hyper;
   hyper.weight_decay = 0.01f;
   for (double params : sz.adam_params) {
     const int64_t n = static_cast<int64_t>(params);
@@ -237,7 +237,7 @@ void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, Hos
     }
     int64_t step = 1;
     auto kernel = [&] {
-      adam_step(hyper, step++, p.floats(), grad.floats(), m.floats(), v.floats(), n,
+      kernels::adam_step(hyper, step++, p.floats(), grad.floats(), m.floats(), v.floats(), n,
                 h->threads_per_rank);
     };
     kernel();  // warm-up
@@ -278,8 +278,8 @@ void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, Hos
 }
 
 void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h) {
-  set_cpu_gemm_threads(h->threads_per_rank);
-  h->gemm_library = cpu_gemm_library();
+  kernels::set_cpu_gemm_threads(h->threads_per_rank);
+  h->gemm_library = kernels::cpu_gemm_library();
   {
     // The per-call cost: a 1x1x1 GEMM, many times.
     float a = 1, b = 1, c = 0;
@@ -287,7 +287,7 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     double t = time_all_ranks(
         g, sz.repeats, [] {},
         [&] {
-          for (int i = 0; i < kCalls; ++i) cpu_sgemm(false, false, 1, 1, 1, &a, 1, &b, 1, &c, 1);
+          for (int i = 0; i < kCalls; ++i) kernels::cpu_sgemm(false, false, 1, 1, 1, &a, 1, &b, 1, &c, 1);
         });
     h->gemm_call_s = t / kCalls;
   }
@@ -315,7 +315,7 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     auto call = [&] {
       const int i = next;
       next = (next + 1) % sets;
-      cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, as[i]->floats(), lda, bs[i]->floats(), ldb,
+      kernels::cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, as[i]->floats(), lda, bs[i]->floats(), ldb,
                 cs[i]->floats(), s.n);
     };
     auto t0 = std::chrono::steady_clock::now();

@@ -71,12 +71,12 @@ class MpiBackend : public Backend {
 
   void check(Group& group, const ProbeOptions&) override {
     if (group.library().empty()) {
-      throw_unavailable("mpi",
+      kernels::throw_unavailable("mpi",
                         "not started by an MPI launcher; run it as mpirun -np N zplan "
                         "calibrate --backend mpi ...");
     }
     if (group.size() < 2) {
-      throw_unavailable("mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
+      kernels::throw_unavailable("mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
     }
   }
 

@@ -137,14 +137,14 @@ class NcclBackend : public Backend {
   std::string name() const override { return "nccl"; }
 
   void check(Group& group, const ProbeOptions&) override {
-    int visible = internal::visible_cuda_devices("nccl");
+    int visible = kernels::visible_cuda_devices("nccl");
     if (group.size() == 1 && visible < 2) {
-      throw_unavailable("nccl",
+      kernels::throw_unavailable("nccl",
                         "needs at least 2 GPUs: this process sees 1 and is the only rank "
                         "(use a node with several GPUs, or mpirun -np N across nodes)");
     }
     if (group.size() > 1 && group.local_size() > visible) {
-      throw_unavailable("nccl", std::to_string(group.local_size()) +
+      kernels::throw_unavailable("nccl", std::to_string(group.local_size()) +
                                     " ranks on one node but only " + std::to_string(visible) +
                                     " CUDA devices (one rank per GPU)");
     }
@@ -152,7 +152,7 @@ class NcclBackend : public Backend {
 
   void measure(Group& group, const ProbeOptions& options, Progress& progress,
                Measurements* out) override {
-    int visible = internal::visible_cuda_devices("nccl");
+    int visible = kernels::visible_cuda_devices("nccl");
     int version = 0;
     ZPLAN_NCCL_CHECK(ncclGetVersion(&version));
     // NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9.

@@ -23,7 +23,7 @@ std::string join(const std::vector<std::string>& names) {
 int quiet_cuda_devices() {
 #if ZPLAN_HAVE_CUDA
   try {
-    return internal::visible_cuda_devices("cuda");
+    return kernels::visible_cuda_devices("cuda");
   } catch (const InputError&) {
     return 0;
   }

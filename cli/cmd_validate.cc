@@ -128,7 +128,7 @@ int relaunch_under_mpirun(int ranks) {
 std::string time_text(double s) { return strformat("%.4f s", s); }
 std::string mib_text(double bytes) { return strformat("%.1f MiB", bytes / (1024.0 * 1024.0)); }
 
-void print_report(std::ostream& out, const Setup& s, const calibrate::ValidationReport& r,
+void print_report(std::ostream& out, const Setup& s, const executor::ValidationReport& r,
                   int ranks) {
   out << "zplan validate: " << describe_run(s.model, s.cluster) << '\n'
       << "  " << describe_config(s.config, s.workload) << '\n'
@@ -142,18 +142,18 @@ void print_report(std::ostream& out, const Setup& s, const calibrate::Validation
                    r.measured.loss.empty() ? 0.0 : r.measured.loss.front(),
                    r.measured.loss.empty() ? 0.0 : r.measured.loss.back());
   Table t({"", "predicted", "measured", "error"}, {false, true, true, true});
-  for (const calibrate::ValidationRow& row : r.time) {
+  for (const executor::ValidationRow& row : r.time) {
     t.add_row({row.name + (row.checked ? " *" : ""), time_text(row.predicted),
                time_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
   }
-  for (const calibrate::ValidationRow& row : r.memory) {
+  for (const executor::ValidationRow& row : r.memory) {
     t.add_row({row.name + (row.checked ? " *" : ""), mib_text(row.predicted),
                mib_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
   }
   t.print(out, "  ");
   out << "\n  busy time by kind of task (summed over the step; rank 0):\n";
   Table k({"", "predicted", "measured", "error"}, {false, true, true, true});
-  for (const calibrate::ValidationRow& row : r.tasks) {
+  for (const executor::ValidationRow& row : r.tasks) {
     k.add_row({row.name, time_text(row.predicted), time_text(row.measured),
                strformat("%+.1f%%", 100 * row.error())});
   }
@@ -184,7 +184,7 @@ int run_validate(ValidateCliOptions o) {
     throw InputError("--comm-timeout", "must be more than 0 seconds");
   }
   const bool cuda = o.device == "cuda";
-  if (cuda && !calibrate::executor_has_cuda()) {
+  if (cuda && !executor::executor_has_cuda()) {
     throw InputError("--device cuda",
                      "this zplan was built without the CUDA executor device "
                      "(configure with the CUDA toolkit and nvcc on PATH)");
@@ -195,8 +195,8 @@ int run_validate(ValidateCliOptions o) {
                                           " describes a CPU; give the GPU's profile (a stock one "
                                           "or zplan calibrate's on this machine)");
   }
-  calibrate::check_executor_supports(s.config, s.cluster);
-  calibrate::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
+  executor::check_executor_supports(s.config, s.cluster);
+  executor::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
                                  /*device_memory_is_host=*/!cuda);
 
   const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
@@ -214,7 +214,7 @@ int run_validate(ValidateCliOptions o) {
     if (relaunched) {
       throw InputError("zplan validate", "was re-launched under mpirun but sees no MPI launcher");
     }
-    if (!calibrate::executor_has_mpi()) {
+    if (!kernels::executor_has_mpi()) {
       throw InputError("--ranks",
                        "this zplan was built without MPI (configure with "
                        "-DZPLAN_WITH_MPI=ON); only --ranks 1 runs");
@@ -222,34 +222,34 @@ int run_validate(ValidateCliOptions o) {
     return relaunch_under_mpirun(o.ranks);
   }
 
-  std::unique_ptr<calibrate::ExecutorComm> comm;
-  std::vector<std::unique_ptr<calibrate::ExecutorComm>> local;
+  std::unique_ptr<kernels::ExecutorComm> comm;
+  std::vector<std::unique_ptr<kernels::ExecutorComm>> local;
   if (under_mpi) {
     int argc = 0;
     char** argv = nullptr;
-    calibrate::mpi_init_for_executor(&argc, &argv);
-    comm = calibrate::make_mpi_comm(calibrate::kExecutorChannels, o.comm_timeout_s);
+    kernels::mpi_init_for_executor(&argc, &argv);
+    comm = kernels::make_mpi_comm(executor::kExecutorChannels, o.comm_timeout_s);
     if (comm->size() != o.ranks) {
       throw InputError("--ranks", std::to_string(o.ranks) + " asked for, but mpirun started " +
                                       std::to_string(comm->size()));
     }
   } else {
-    local = calibrate::make_thread_comms(1, calibrate::kExecutorChannels, o.comm_timeout_s);
+    local = kernels::make_thread_comms(1, executor::kExecutorChannels, o.comm_timeout_s);
   }
-  calibrate::ExecutorComm& c = comm ? *comm : *local[0];
+  kernels::ExecutorComm& c = comm ? *comm : *local[0];
   const int rank = c.rank();
-  std::unique_ptr<calibrate::ExecutorDevice> device;
+  std::unique_ptr<executor::ExecutorDevice> device;
   if (cuda) {
-    device = calibrate::make_cuda_device(&c, o.comm_timeout_s);
+    device = executor::make_cuda_device(&c, o.comm_timeout_s);
   } else {
-    calibrate::CpuDeviceOptions dev_options;
+    executor::CpuDeviceOptions dev_options;
     const int ranks_per_node = s.cluster.gpus_per_node();
     dev_options.blas_threads = std::max(
         1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks_per_node));
-    device = calibrate::make_cpu_device(&c, dev_options);
+    device = executor::make_cpu_device(&c, dev_options);
   }
 
-  calibrate::ValidateOptions vo;
+  executor::ValidateOptions vo;
   vo.execute.steps = o.steps;
   vo.execute.warmup_steps = o.warmup;
   vo.execute.swap_dir = o.swap_dir;
@@ -260,8 +260,8 @@ int run_validate(ValidateCliOptions o) {
     trace = std::make_unique<sim::TraceWriter>(s.model);
     vo.measured_trace = trace.get();
   }
-  calibrate::ValidationReport report =
-      calibrate::validate(s.model, s.cluster, s.config, s.workload, *device, vo);
+  executor::ValidationReport report =
+      executor::validate(s.model, s.cluster, s.config, s.workload, *device, vo);
   const bool failed = o.max_error_pct && 100 * report.max_checked_error() > *o.max_error_pct;
   if (rank == 0) {
     if (trace) write_file_atomically(o.trace, trace->json(), o.force);
@@ -287,7 +287,7 @@ int run_validate(ValidateCliOptions o) {
   }
   device.reset();
   comm.reset();
-  if (under_mpi) calibrate::mpi_finalize_for_executor();
+  if (under_mpi) kernels::mpi_finalize_for_executor();
   return failed ? kExitCheckFailed : kExitOk;
 }
 

@@ -20,13 +20,13 @@
 #include "executor/executor.h"
 #include "kernels/check.h"
 
-namespace zplan::calibrate::internal {
+namespace zplan::executor::internal {
 
 namespace {
 
 class NcclComm : public ControlledComm {
  public:
-  NcclComm(ExecutorComm* control, int gpu, double timeout_s)
+  NcclComm(kernels::ExecutorComm* control, int gpu, double timeout_s)
       : ControlledComm(control), gpu_(gpu), timeout_s_(timeout_s) {
     ZPLAN_CUDA_CHECK(cudaSetDevice(gpu_));
     const int channels = control_->channels();
@@ -101,7 +101,7 @@ class NcclComm : public ControlledComm {
   ncclComm_t comm(int channel) const {
     if (channel < 0 || channel >= static_cast<int>(comms_.size()) ||
         comms_[static_cast<size_t>(channel)] == nullptr) {
-      throw BackendError("executor", "no NCCL communicator for channel " + std::to_string(channel));
+      throw kernels::BackendError("executor", "no NCCL communicator for channel " + std::to_string(channel));
     }
     return comms_[static_cast<size_t>(channel)];
   }
@@ -140,8 +140,8 @@ class NcclComm : public ControlledComm {
 
 }  // namespace
 
-std::unique_ptr<ExecutorComm> make_nccl_comm(ExecutorComm* control, int gpu, double timeout_s) {
+std::unique_ptr<kernels::ExecutorComm> make_nccl_comm(kernels::ExecutorComm* control, int gpu, double timeout_s) {
   return std::make_unique<NcclComm>(control, gpu, timeout_s);
 }
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::executor::internal

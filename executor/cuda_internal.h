@@ -9,13 +9,13 @@
 
 #include "kernels/comm.h"
 
-namespace zplan::calibrate::internal {
+namespace zplan::executor::internal {
 
 // The GPU communicators' common part: rank, size and the control traffic (barriers, timings,
 // aborts) go to the control communicator, `control` (kept, not owned).
-class ControlledComm : public ExecutorComm {
+class ControlledComm : public kernels::ExecutorComm {
  public:
-  explicit ControlledComm(ExecutorComm* control) : control_(control) {}
+  explicit ControlledComm(kernels::ExecutorComm* control) : control_(control) {}
   int rank() const override { return control_->rank(); }
   int size() const override { return control_->size(); }
   int channels() const override { return control_->channels(); }
@@ -31,15 +31,15 @@ class ControlledComm : public ExecutorComm {
   }
 
  protected:
-  ExecutorComm* control_;
+  kernels::ExecutorComm* control_;
 };
 
 // The collectives of the CUDA device on GPU `gpu` (already the current device of the calling
 // thread): NCCL, one communicator per data channel, bootstrapped and controlled through `control`
 // (kept, not owned), whose barrier/max/sum/gather_all/abort it forwards. A collective that makes
 // no progress for timeout_s aborts the job. Throws BackendError without NCCL in the build.
-std::unique_ptr<ExecutorComm> make_nccl_comm(ExecutorComm* control, int gpu, double timeout_s);
+std::unique_ptr<kernels::ExecutorComm> make_nccl_comm(kernels::ExecutorComm* control, int gpu, double timeout_s);
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::executor::internal
 
 #endif  // ZPLAN_EXECUTOR_CUDA_INTERNAL_H_

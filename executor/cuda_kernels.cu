@@ -3,7 +3,7 @@
 
 #include "executor/cuda_kernels.h"
 
-namespace zplan::calibrate::kernels {
+namespace zplan::executor::cuda {
 
 namespace {
 
@@ -87,7 +87,7 @@ __global__ void memory_pass_kernel(float* buf, size_t n, float unit) {
   }
 }
 
-__global__ void adam_kernel(AdamCoeffs c, float* p, const float* g, float* m, float* v, int64_t n) {
+__global__ void adam_kernel(kernels::AdamCoeffs c, float* p, const float* g, float* m, float* v, int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
     float grad = g[k];
@@ -157,11 +157,11 @@ void memory_pass(cudaStream_t s, float* buf, size_t n, float unit) {
   memory_pass_kernel<<<blocks_for(n), kThreads, 0, s>>>(buf, n, unit);
 }
 
-void adam(cudaStream_t s, const AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
+void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
           float* exp_avg_sq, int64_t n) {
   if (n <= 0) return;
   adam_kernel<<<blocks_for(static_cast<size_t>(n)), kThreads, 0, s>>>(c, param, grad, exp_avg,
                                                                       exp_avg_sq, n);
 }
 
-}  // namespace zplan::calibrate::kernels
+}  // namespace zplan::executor::cuda

@@ -12,7 +12,7 @@
 
 #include "kernels/cpu_adam.h"
 
-namespace zplan::calibrate::kernels {
+namespace zplan::executor::cuda {
 
 // y[r, c] = row[c] for r < rows, c < cols.
 void fill_rows(cudaStream_t s, float* y, const float* row, int64_t rows, int64_t cols);
@@ -34,9 +34,9 @@ void scale_copy(cudaStream_t s, float* dst, const float* src, size_t n, float sc
 void memory_pass(cudaStream_t s, float* buf, size_t n, float unit);
 // DeepSpeed's Step_1 with the constants of kernels/cpu_adam.h, operation for operation (fused
 // multiply-adds where the AVX kernel has them).
-void adam(cudaStream_t s, const AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
+void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
           float* exp_avg_sq, int64_t n);
 
-}  // namespace zplan::calibrate::kernels
+}  // namespace zplan::executor::cuda
 
 #endif  // ZPLAN_EXECUTOR_CUDA_KERNELS_H_

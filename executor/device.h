@@ -32,7 +32,7 @@
 #include "kernels/comm.h"
 #include "kernels/cpu_adam.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 class ExecutorDevice {
  public:
@@ -40,7 +40,7 @@ class ExecutorDevice {
 
   virtual std::string name() const = 0;  // "cpu (OpenBLAS 0.3.21, 1 thread, avx512)"
   virtual RawMemory& raw_memory() = 0;
-  virtual ExecutorComm& comm() = 0;
+  virtual kernels::ExecutorComm& comm() = 0;
 
   // --- Compute kernels on device memory (the compute stream, or the optimizer on the device) ---
   // C[m x n] = alpha * op(A) * op(B) + beta * C with op(X) = X or X^T; lda, ldb, ldc are the row
@@ -67,7 +67,7 @@ class ExecutorDevice {
   // (which holds at least bytes / 2).
   virtual void memory_pass(float* buf, double bytes) = 0;
   // Adam on device memory (stages 0-3 without offload).
-  virtual void adam(const AdamHyper& hyper, int64_t step, float* param, const float* grad,
+  virtual void adam(const kernels::AdamHyper& hyper, int64_t step, float* param, const float* grad,
                     float* exp_avg, float* exp_avg_sq, int64_t n) = 0;
 
   // --- Copies: between any two tiers (device arena, pinned or pageable host) ---
@@ -96,7 +96,7 @@ struct CpuDeviceOptions {
 };
 
 // The CPU device of one rank, talking to the other ranks through `comm` (kept, not owned).
-std::unique_ptr<ExecutorDevice> make_cpu_device(ExecutorComm* comm,
+std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::ExecutorComm* comm,
                                                 const CpuDeviceOptions& options = {});
 
 // True iff this build has the CUDA device.
@@ -107,8 +107,8 @@ bool executor_has_cuda();
 // the control traffic). A collective without progress for timeout_s aborts the job. Throws
 // InputError when this build has no CUDA device or no GPU is visible, BackendError when CUDA or
 // NCCL fails.
-std::unique_ptr<ExecutorDevice> make_cuda_device(ExecutorComm* control, double timeout_s);
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm* control, double timeout_s);
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_DEVICE_H_

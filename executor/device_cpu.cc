@@ -14,13 +14,13 @@
 #include <cblas.h>
 #endif
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 namespace {
 
 class CpuDevice : public ExecutorDevice {
  public:
-  CpuDevice(ExecutorComm* comm, const CpuDeviceOptions& options)
+  CpuDevice(kernels::ExecutorComm* comm, const CpuDeviceOptions& options)
       : comm_(comm), options_(options) {
 #if ZPLAN_HAVE_BLAS
     openblas_set_num_threads(std::max(1, options.blas_threads));
@@ -34,11 +34,11 @@ class CpuDevice : public ExecutorDevice {
     blas = blas.substr(0, blas.find(' ', blas.find(' ') + 1));
 #endif
     return "cpu (" + blas + ", " + std::to_string(options_.blas_threads) + " thread" +
-           (options_.blas_threads == 1 ? "" : "s") + " per rank, adam " + isa_name(best_isa()) +
+           (options_.blas_threads == 1 ? "" : "s") + " per rank, adam " + kernels::isa_name(kernels::best_isa()) +
            ")";
   }
   RawMemory& raw_memory() override { return memory_; }
-  ExecutorComm& comm() override { return *comm_; }
+  kernels::ExecutorComm& comm() override { return *comm_; }
 
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -140,14 +140,14 @@ class CpuDevice : public ExecutorDevice {
     });
   }
 
-  void adam(const AdamHyper& hyper, int64_t step, float* param, const float* grad,
+  void adam(const kernels::AdamHyper& hyper, int64_t step, float* param, const float* grad,
             float* exp_avg, float* exp_avg_sq, int64_t n) override {
     // The same kernel as the CPU optimizer, in pieces so that side work can interrupt it.
     const int64_t piece = std::max<int64_t>(1, static_cast<int64_t>(options_.chunk_bytes / 28));
     for (int64_t i = 0; i < n; i += piece) {
       checkpoint();
       const int64_t len = std::min(piece, n - i);
-      adam_step(hyper, step, param + i, grad + i, exp_avg + i, exp_avg_sq + i, len,
+      kernels::adam_step(hyper, step, param + i, grad + i, exp_avg + i, exp_avg_sq + i, len,
                 options_.blas_threads);
     }
   }
@@ -237,7 +237,7 @@ class CpuDevice : public ExecutorDevice {
 #endif
   }
 
-  ExecutorComm* comm_;
+  kernels::ExecutorComm* comm_;
   CpuDeviceOptions options_;
   HostRawMemory memory_;
   float unit_ = 1.0f;
@@ -249,9 +249,9 @@ class CpuDevice : public ExecutorDevice {
 
 }  // namespace
 
-std::unique_ptr<ExecutorDevice> make_cpu_device(ExecutorComm* comm,
+std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::ExecutorComm* comm,
                                                 const CpuDeviceOptions& options) {
   return std::make_unique<CpuDevice>(comm, options);
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -33,7 +33,7 @@
 #include "kernels/config.h"
 #include "kernels/cuda_info.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 namespace {
 
@@ -122,7 +122,7 @@ class CudaRawMemory : public RawMemory {
 // Collectives of one rank alone: nothing to reduce, copies on the device.
 class LocalCudaComm : public internal::ControlledComm {
  public:
-  explicit LocalCudaComm(ExecutorComm* control) : ControlledComm(control) {}
+  explicit LocalCudaComm(kernels::ExecutorComm* control) : ControlledComm(control) {}
   std::string name() const override { return "one rank (no collectives)"; }
   void all_reduce(int, float*, size_t) override {}
   void all_gather(int, const float* send, size_t count, float* recv) override {
@@ -134,7 +134,7 @@ class LocalCudaComm : public internal::ControlledComm {
 
 class CudaDevice : public ExecutorDevice {
  public:
-  CudaDevice(ExecutorComm* control, int gpu, double timeout_s) : gpu_(gpu), memory_(gpu) {
+  CudaDevice(kernels::ExecutorComm* control, int gpu, double timeout_s) : gpu_(gpu), memory_(gpu) {
     ZPLAN_CUDA_CHECK(cudaSetDevice(gpu_));
     cudaDeviceProp prop{};
     ZPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu_));
@@ -158,10 +158,10 @@ class CudaDevice : public ExecutorDevice {
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
     return "cuda (" + gpu_name_ + ", GPU " + std::to_string(gpu_) + ", CUDA " +
-           internal::cuda_version_text(runtime) + ", fp32 cuBLAS)";
+           kernels::cuda_version_text(runtime) + ", fp32 cuBLAS)";
   }
   RawMemory& raw_memory() override { return memory_; }
-  ExecutorComm& comm() override { return *comm_; }
+  kernels::ExecutorComm& comm() override { return *comm_; }
 
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
@@ -181,33 +181,33 @@ class CudaDevice : public ExecutorDevice {
       return;
     }
     Stream& s = stream();
-    kernels::fill_rows(s.stream, y, row, rows, cols);
+    cuda::fill_rows(s.stream, y, row, rows, cols);
     sync(s);
   }
 
   void relu(float* y, size_t n) override {
     Stream& s = stream();
-    kernels::relu(s.stream, y, n);
+    cuda::relu(s.stream, y, n);
     sync(s);
   }
 
   void relu_backward(float* dy, const float* y, size_t n) override {
     Stream& s = stream();
-    kernels::relu_backward(s.stream, dy, y, n);
+    cuda::relu_backward(s.stream, dy, y, n);
     sync(s);
   }
 
   void column_sums(const float* x, int64_t rows, int64_t cols, float* out,
                    bool accumulate) override {
     Stream& s = stream();
-    kernels::column_sums(s.stream, x, rows, cols, out, accumulate);
+    cuda::column_sums(s.stream, x, rows, cols, out, accumulate);
     sync(s);
   }
 
   double mse_grad(float* dy, const float* y, const float* target, size_t n, float scale) override {
     Stream& s = stream();
     ZPLAN_CUDA_CHECK(cudaMemsetAsync(s.sum, 0, sizeof(double), s.stream));
-    kernels::squared_error(s.stream, dy, y, target, n, scale, s.sum);
+    cuda::squared_error(s.stream, dy, y, target, n, scale, s.sum);
     double sq = 0;
     ZPLAN_CUDA_CHECK(cudaMemcpyAsync(&sq, s.sum, sizeof sq, cudaMemcpyDeviceToHost, s.stream));
     sync(s);
@@ -224,24 +224,24 @@ class CudaDevice : public ExecutorDevice {
       return;
     }
     Stream& s = stream();
-    kernels::axpby(s.stream, y, x, n, a, b);
+    cuda::axpby(s.stream, y, x, n, a, b);
     sync(s);
   }
 
   void memory_pass(float* buf, double bytes) override {
     Stream& s = stream();
-    kernels::memory_pass(s.stream, buf, static_cast<size_t>(bytes / 8), unit_);
+    cuda::memory_pass(s.stream, buf, static_cast<size_t>(bytes / 8), unit_);
     sync(s);
   }
 
-  void adam(const AdamHyper& hyper, int64_t step, float* param, const float* grad, float* exp_avg,
+  void adam(const kernels::AdamHyper& hyper, int64_t step, float* param, const float* grad, float* exp_avg,
             float* exp_avg_sq, int64_t n) override {
     if (on_host({param, grad, exp_avg, exp_avg_sq})) {
-      adam_step(hyper, step, param, grad, exp_avg, exp_avg_sq, n);
+      kernels::adam_step(hyper, step, param, grad, exp_avg, exp_avg_sq, n);
       return;
     }
     Stream& s = stream();
-    kernels::adam(s.stream, adam_coeffs(hyper, step), param, grad, exp_avg, exp_avg_sq, n);
+    cuda::adam(s.stream, kernels::adam_coeffs(hyper, step), param, grad, exp_avg, exp_avg_sq, n);
     sync(s);
   }
 
@@ -322,7 +322,7 @@ class CudaDevice : public ExecutorDevice {
       if (attr.type == cudaMemoryTypeUnregistered) pageable = true;
     }
     if (device && pageable) {
-      throw BackendError("cuda executor device",
+      throw kernels::BackendError("cuda executor device",
                          "an operation mixes device memory with pageable host memory");
     }
     return !device;
@@ -334,14 +334,14 @@ class CudaDevice : public ExecutorDevice {
       return;
     }
     Stream& s = stream();
-    kernels::scale_copy(s.stream, dst, src, n, scale, add);
+    cuda::scale_copy(s.stream, dst, src, n, scale, add);
     sync(s);
   }
 
   int gpu_;
   std::string gpu_name_;
   CudaRawMemory memory_;
-  std::unique_ptr<ExecutorComm> comm_;
+  std::unique_ptr<kernels::ExecutorComm> comm_;
   std::mutex mu_;
   std::map<std::thread::id, Stream> threads_;
   float unit_ = 1.0f;
@@ -350,19 +350,19 @@ class CudaDevice : public ExecutorDevice {
 }  // namespace
 
 #if !ZPLAN_HAVE_NCCL
-std::unique_ptr<ExecutorComm> internal::make_nccl_comm(ExecutorComm*, int, double) {
-  throw_unavailable("cuda", "more than one rank needs NCCL, and this zplan was built without it");
+std::unique_ptr<kernels::ExecutorComm> internal::make_nccl_comm(kernels::ExecutorComm*, int, double) {
+  kernels::throw_unavailable("cuda", "more than one rank needs NCCL, and this zplan was built without it");
 }
 #endif
 
 bool executor_has_cuda() { return true; }
 
-std::unique_ptr<ExecutorDevice> make_cuda_device(ExecutorComm* control, double timeout_s) {
-  const int visible = internal::visible_cuda_devices("cuda");
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm* control, double timeout_s) {
+  const int visible = kernels::visible_cuda_devices("cuda");
   // One GPU per rank: the rank's place among the ranks of its node, as calibrate assigns them.
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const int local_rank = local != nullptr ? std::atoi(local) : control->rank();
   return std::make_unique<CudaDevice>(control, local_rank % visible, timeout_s);
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

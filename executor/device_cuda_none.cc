@@ -2,14 +2,14 @@
 #include "executor/device.h"
 #include "kernels/check.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 bool executor_has_cuda() { return false; }
 
-std::unique_ptr<ExecutorDevice> make_cuda_device(ExecutorComm*, double) {
-  throw_unavailable("cuda",
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm*, double) {
+  kernels::throw_unavailable("cuda",
                     "this zplan was built without the CUDA executor device (configure "
                     "with the CUDA toolkit and nvcc on PATH)");
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -39,13 +39,13 @@
 #include "sim/memory_model.h"
 #include "sim/zero_config.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 struct ExecuteOptions {
   int warmup_steps = 1;  // optimizer steps run before measuring (caches, first-touch, Adam states)
   int steps = 3;         // measured optimizer steps; the median one is reported
   uint64_t seed = 20261122;  // initial weights and the synthetic data
-  AdamHyper adam;
+  kernels::AdamHyper adam;
   // Where the NVMe swap files go: "" = the config's nvme_path if it is a writable directory, else
   // $TMPDIR or /tmp.
   std::string swap_dir;
@@ -106,6 +106,6 @@ void check_executor_fits(const models::Model& model, const hardware::Cluster& cl
 inline constexpr int kControlChannel = 8;
 inline constexpr int kExecutorChannels = 9;
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_EXECUTOR_H_

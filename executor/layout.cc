@@ -6,7 +6,7 @@
 
 #include "sim/step_builder_internal.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 ExecutorLayout::ExecutorLayout(const models::Model& model, const sim::DsConfig& config,
                                const sim::StepBuilder& builder, int dp, int rank)
@@ -164,4 +164,4 @@ ExecutorLayout::ExecutorLayout(const models::Model& model, const sim::DsConfig& 
   }
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

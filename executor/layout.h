@@ -24,7 +24,7 @@
 #include "sim/step_builder.h"
 #include "sim/zero_config.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 struct ParamSlot {
   std::string name;
@@ -100,6 +100,6 @@ class ExecutorLayout {
   int64_t largest_param_ = 0;
 };
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_LAYOUT_H_

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 namespace {
 
@@ -173,4 +173,4 @@ void Buffer::reset() {
   count_ = 0;
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

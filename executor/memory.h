@@ -26,7 +26,7 @@
 #include "sim/engine.h"
 #include "sim/memory_model.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 // Raw memory of one tier (the device's arena or the host's), without accounting.
 class RawMemory {
@@ -155,6 +155,6 @@ class UntrackedBuffer {
   size_t count_ = 0;
 };
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_MEMORY_H_

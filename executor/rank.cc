@@ -16,7 +16,7 @@
 #include "models/input_error.h"
 #include "sim/memory_model.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 namespace {
 
@@ -447,4 +447,4 @@ std::vector<float> ExecutorRank::full_weights() {
   return out;
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -40,7 +40,7 @@
 #include "executor/swap.h"
 #include "sim/step_builder.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 class ExecutorRank {
  public:
@@ -139,7 +139,7 @@ class ExecutorRank {
   ExecuteOptions options_;
   ExecutorLayout layout_;
   sim::ActivationPlan acts_;
-  ExecutorComm& comm_;
+  kernels::ExecutorComm& comm_;
   const int dp_;
   const int rank_;
   const int stage_;
@@ -230,6 +230,6 @@ class ExecutorRank {
   double loss_n_ = 0;
 };
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_RANK_H_

@@ -7,7 +7,7 @@
 
 #include "executor/rank_internal.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 // --- Compute ----------------------------------------------------------------------------------
 
@@ -283,4 +283,4 @@ void ExecutorRank::release_gathered(TaskId id, const sim::Task& t) {
   gathered_.erase(g);
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

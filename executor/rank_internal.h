@@ -10,7 +10,7 @@
 
 #include "executor/rank.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 using sim::Category;
 using sim::OffloadDevice;
@@ -138,6 +138,6 @@ struct ExecutorRank::Ipg {
   }
 };
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_RANK_INTERNAL_H_

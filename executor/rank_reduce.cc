@@ -8,7 +8,7 @@
 
 #include "executor/rank_internal.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 // --- Gradient reduction (stages 0-2) ----------------------------------------------------------
 
@@ -190,4 +190,4 @@ void ExecutorRank::reduce_scatter(const sim::Task& t) {
   inter.reset();
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

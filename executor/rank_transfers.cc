@@ -14,7 +14,7 @@
 #include "models/input_error.h"
 #include "sim/memory_model.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 // --- Host copies ------------------------------------------------------------------------------
 
@@ -180,7 +180,7 @@ void ExecutorRank::d2h(const sim::Task& t) {
 // --- The optimizer step -----------------------------------------------------------------------
 
 void ExecutorRank::optimizer_gpu(const sim::Task& t) {
-  const AdamHyper& hp = options_.adam;
+  const kernels::AdamHyper& hp = options_.adam;
   if (stage_ == 0) {
     // FP16_Optimizer in fp32: Adam on the model's own tensors, then zero_grad (ref §2.3).
     for (size_t id = 0; id < layout_.params().size(); ++id) {
@@ -231,12 +231,12 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
 }
 
 void ExecutorRank::optimizer_cpu(const sim::Task& t) {
-  const AdamHyper& hp = options_.adam;
+  const kernels::AdamHyper& hp = options_.adam;
   const int threads = std::max(1, cluster_.profile.node.cpu_cores / cluster_.gpus_per_node());
   if (stage_ <= 2) {
     // DeepSpeedCPUAdam over the partition, writing the 16-bit copy (ref §5.1).
     const int64_t P = layout_.partition();
-    adam_step(hp, adam_step_, master_.data(), host_grads32_.data(), exp_avg_.data(),
+    kernels::adam_step(hp, adam_step_, master_.data(), host_grads32_.data(), exp_avg_.data(),
               exp_avg_sq_.data(), P, threads);
     std::memcpy(host_params16_.data(), master_.data(), static_cast<size_t>(P) * sizeof(float));
     return;
@@ -255,12 +255,12 @@ void ExecutorRank::optimizer_cpu(const sim::Task& t) {
     // The gradient buffer was read from an aligned offset: the data starts `shift` floats in.
     const size_t shift = static_cast<size_t>(4 * layout_.sub_groups()[g].begin % kSwapAlign) / 4;
     const float* gr = swap_buffers_[static_cast<size_t>(first) + 3].data() + shift;
-    adam_step(hp, adam_step_, p, gr, m, v, S, threads);
+    kernels::adam_step(hp, adam_step_, p, gr, m, v, S, threads);
     std::lock_guard<std::mutex> lock(swap_mu_);
     --swap_sets_.at(t.index).users;
     return;
   }
-  adam_step(hp, adam_step_, master_g_[g].data(), host_grads32_g_[g].data(), exp_avg_g_[g].data(),
+  kernels::adam_step(hp, adam_step_, master_g_[g].data(), host_grads32_g_[g].data(), exp_avg_g_[g].data(),
             exp_avg_sq_g_[g].data(), S, threads);
   if (config_.zero.offload_param.device != OffloadDevice::kNone) {
     // The host partition is the 16-bit copy: updated on the CPU.
@@ -495,4 +495,4 @@ float* ExecutorRank::stage_for_nvme(int b) {
   return slot.data + (r.begin - r.a0) / 4;
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

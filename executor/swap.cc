@@ -16,7 +16,7 @@
 #include <liburing.h>
 #endif
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 #if ZPLAN_HAVE_URING
 struct SwapFile::Ring {
@@ -173,4 +173,4 @@ std::string SwapFile::description() const {
          " KiB blocks x " + std::to_string(queue_depth_);
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -16,7 +16,7 @@
 
 #include "executor/memory.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 inline constexpr size_t kSwapAlign = 4096;
 
@@ -64,6 +64,6 @@ class SwapFile {
 // Rounds bytes up to kSwapAlign.
 inline size_t swap_aligned(size_t bytes) { return (bytes + kSwapAlign - 1) / kSwapAlign * kSwapAlign; }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_SWAP_H_

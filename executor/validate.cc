@@ -5,7 +5,7 @@
 
 #include "sim/step_builder.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 namespace {
 
@@ -176,4 +176,4 @@ ValidationReport validate(const models::Model& model, const hardware::Cluster& c
   return rep;
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -21,7 +21,7 @@
 #include "sim/simulate.h"
 #include "sim/trace_writer.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 
 struct ValidationRow {
   std::string name;  // "step time", "forward (micro-step 0)", "peak gpu", ...
@@ -69,6 +69,6 @@ struct PhaseTimes {
 };
 PhaseTimes phase_times(const sim::StepGraph& graph, const sim::EngineResult& result);
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor
 
 #endif  // ZPLAN_EXECUTOR_VALIDATE_H_

@@ -8,7 +8,7 @@
 
 #include "calibrate/block_io.h"
 
-namespace zplan::calibrate::internal {
+namespace zplan::kernels::internal {
 
 enum class IoStatus { kDone, kUnavailable };
 
@@ -18,6 +18,6 @@ enum class IoStatus { kDone, kUnavailable };
 IoStatus uring_transfer(int fd, bool write, size_t blocks, const BlockIoSettings& settings,
                         char* const* buffers, const std::string& dir, std::string* why);
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::kernels::internal
 
 #endif  // ZPLAN_KERNELS_BLOCK_TRANSFER_H_

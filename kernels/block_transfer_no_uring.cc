@@ -1,7 +1,7 @@
 // Builds without liburing: the probe uses pread/pwrite.
 #include "kernels/block_transfer.h"
 
-namespace zplan::calibrate::internal {
+namespace zplan::kernels::internal {
 
 IoStatus uring_transfer(int, bool, size_t, const BlockIoSettings&, char* const*, const std::string&,
                         std::string* why) {
@@ -9,4 +9,4 @@ IoStatus uring_transfer(int, bool, size_t, const BlockIoSettings&, char* const*,
   return IoStatus::kUnavailable;
 }
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::kernels::internal

@@ -8,7 +8,7 @@
 #include "kernels/block_transfer.h"
 #include "models/input_error.h"
 
-namespace zplan::calibrate::internal {
+namespace zplan::kernels::internal {
 
 IoStatus uring_transfer(int fd, bool write, size_t blocks, const BlockIoSettings& settings,
                         char* const* buffers, const std::string& dir, std::string* why) {
@@ -67,4 +67,4 @@ IoStatus uring_transfer(int fd, bool write, size_t blocks, const BlockIoSettings
   return IoStatus::kDone;
 }
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::kernels::internal

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 namespace {
 
@@ -29,4 +29,4 @@ void throw_unavailable(const std::string& backend, const std::string& missing) {
   throw InputError("backend '" + backend + "'", missing);
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

@@ -15,7 +15,7 @@
 
 #include "models/input_error.h"
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 // what() = "<file>:<line>: <library> call <call> failed: <message>".
 class BackendError : public InputError {
@@ -31,14 +31,14 @@ class BackendError : public InputError {
 // "backend 'cuda': no CUDA device (cudaGetDeviceCount: no CUDA-capable device is detected)".
 [[noreturn]] void throw_unavailable(const std::string& backend, const std::string& missing);
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels
 
 // CUDA runtime: cudaError_t, message from cudaGetErrorString.
 #define ZPLAN_CUDA_CHECK(call)                                                \
   do {                                                                        \
     cudaError_t zplan_err_ = (call);                                          \
     if (zplan_err_ != cudaSuccess) {                                          \
-      ::zplan::calibrate::throw_call_error("CUDA", __FILE__, __LINE__, #call, \
+      ::zplan::kernels::throw_call_error("CUDA", __FILE__, __LINE__, #call, \
                                            cudaGetErrorString(zplan_err_));   \
     }                                                                         \
   } while (0)
@@ -48,7 +48,7 @@ class BackendError : public InputError {
   do {                                                                            \
     cublasStatus_t zplan_status_ = (call);                                        \
     if (zplan_status_ != CUBLAS_STATUS_SUCCESS) {                                 \
-      ::zplan::calibrate::throw_call_error("cuBLAS", __FILE__, __LINE__, #call,   \
+      ::zplan::kernels::throw_call_error("cuBLAS", __FILE__, __LINE__, #call,   \
                                            cublasGetStatusString(zplan_status_)); \
     }                                                                             \
   } while (0)
@@ -59,7 +59,7 @@ class BackendError : public InputError {
     ncclResult_t zplan_result_ = (call);                                                         \
     if (zplan_result_ != ncclSuccess && zplan_result_ != ncclInProgress) {                       \
       const char* zplan_last_ = ncclGetLastError(nullptr);                                       \
-      ::zplan::calibrate::throw_call_error("NCCL", __FILE__, __LINE__, #call,                    \
+      ::zplan::kernels::throw_call_error("NCCL", __FILE__, __LINE__, #call,                    \
                                            std::string(ncclGetErrorString(zplan_result_)) +      \
                                                (zplan_last_ != nullptr && zplan_last_[0] != '\0' \
                                                     ? std::string(" (") + zplan_last_ + ")"      \
@@ -76,7 +76,7 @@ class BackendError : public InputError {
       char zplan_text_[MPI_MAX_ERROR_STRING] = {};                                \
       int zplan_len_ = 0;                                                         \
       MPI_Error_string(zplan_rc_, zplan_text_, &zplan_len_);                      \
-      ::zplan::calibrate::throw_call_error("MPI", __FILE__, __LINE__, #call,      \
+      ::zplan::kernels::throw_call_error("MPI", __FILE__, __LINE__, #call,      \
                                            std::string(zplan_text_, zplan_len_)); \
     }                                                                             \
   } while (0)

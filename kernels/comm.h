@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 class ExecutorComm {
  public:
@@ -72,6 +72,6 @@ bool executor_has_mpi();
 bool mpi_init_for_executor(int* argc, char*** argv);
 void mpi_finalize_for_executor();
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels
 
 #endif  // ZPLAN_KERNELS_COMM_H_

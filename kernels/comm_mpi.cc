@@ -20,7 +20,7 @@
 #include "kernels/check.h"
 #include "kernels/comm.h"
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 namespace {
 
@@ -223,4 +223,4 @@ void mpi_finalize_for_executor() {
   if (initialized && !finalized) MPI_Finalize();
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

@@ -10,7 +10,7 @@
 #include "kernels/check.h"
 #include "kernels/config.h"
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 namespace {
 
@@ -176,4 +176,4 @@ bool mpi_init_for_executor(int*, char***) { return false; }
 void mpi_finalize_for_executor() {}
 #endif
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

@@ -8,7 +8,7 @@
 
 #include <immintrin.h>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 AdamCoeffs adam_coeffs(const AdamHyper& h, int64_t step) {
   AdamCoeffs c;
@@ -181,4 +181,4 @@ void adam_step(const AdamHyper& hyper, int64_t step, float* param, const float* 
   for (std::thread& w : workers) w.join();
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

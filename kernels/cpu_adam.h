@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 struct AdamHyper {
   float lr = 1e-3f;
@@ -58,6 +58,6 @@ void adam_step(const AdamHyper& hyper, int64_t step, float* param, const float* 
                float* exp_avg, float* exp_avg_sq, int64_t n, int threads = 1,
                SimdIsa isa = best_isa());
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels
 
 #endif  // ZPLAN_KERNELS_CPU_ADAM_H_

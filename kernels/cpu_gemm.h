@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 // C = op(A) op(B). lda/ldb/ldc are the row strides of A, B and C as stored.
 void cpu_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
@@ -25,6 +25,6 @@ void set_cpu_gemm_threads(int threads);
 // or "zplan loops (no BLAS in this build)".
 std::string cpu_gemm_library();
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels
 
 #endif  // ZPLAN_KERNELS_CPU_GEMM_H_

@@ -3,7 +3,7 @@
 
 #include "kernels/cpu_gemm.h"
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 void cpu_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
@@ -31,4 +31,4 @@ std::string cpu_gemm_library() {
 #endif
 }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

@@ -6,7 +6,7 @@
 
 #include "kernels/cpu_gemm.h"
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 
 namespace {
 
@@ -48,4 +48,4 @@ void set_cpu_gemm_threads(int threads) { g_threads = std::max(1, threads); }
 
 std::string cpu_gemm_library() { return "zplan loops (no BLAS in this build)"; }
 
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

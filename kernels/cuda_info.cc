@@ -5,9 +5,7 @@
 
 #include "kernels/check.h"
 
-namespace zplan::calibrate {
-
-namespace internal {
+namespace zplan::kernels {
 
 int visible_cuda_devices(const std::string& backend) {
   int count = 0;
@@ -24,6 +22,4 @@ std::string cuda_version_text(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
-}  // namespace internal
-
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels

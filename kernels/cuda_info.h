@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace zplan::calibrate::internal {
+namespace zplan::kernels {
 
 // The number of CUDA devices this process sees. Throws InputError
 // "backend '<backend>': no CUDA device (cudaGetDeviceCount: <CUDA's message>)" when there is
@@ -14,6 +14,6 @@ int visible_cuda_devices(const std::string& backend);
 // "13.0" for CUDA's integer versions (1000 * major + 10 * minor).
 std::string cuda_version_text(int version);
 
-}  // namespace zplan::calibrate::internal
+}  // namespace zplan::kernels
 
 #endif  // ZPLAN_KERNELS_CUDA_INFO_H_

@@ -41,7 +41,7 @@ TEST_CASE("check macros throw one line with file, line, call and the library's m
   try {
     ZPLAN_CUDA_CHECK(fails());
     FAIL("no throw");
-  } catch (const BackendError& e) {
+  } catch (const kernels::BackendError& e) {
     const std::string what = e.what();
     CHECK_THAT(what, Catch::Matches("tests/calibrate/gpu_backend_test\\.cc:[0-9]+: CUDA call "
                                     "fails\\(\\) failed: out of memory"));

@@ -20,7 +20,7 @@ namespace {
 
 using testing::TempDir;
 
-TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
+TEST_CASE("kernels::cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
   const int64_t m = 5, n = 7, k = 3;
   std::vector<float> a(m * k), b(k * n);
   for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;
@@ -30,9 +30,9 @@ TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p) want[i * n + j] += a[i * k + p] * b[p * n + j];
   for (int threads : {1, 2}) {
-    set_cpu_gemm_threads(threads);
+    kernels::set_cpu_gemm_threads(threads);
     std::vector<float> c(m * n, -1);
-    cpu_sgemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    kernels::cpu_sgemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
     CHECK(c == want);
     // Transposed storage: A^T stored as k x m, B^T as n x k.
     std::vector<float> at(k * m), bt(n * k);
@@ -41,11 +41,11 @@ TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
     std::vector<float> c2(m * n, -1);
-    cpu_sgemm(true, true, m, n, k, at.data(), m, bt.data(), k, c2.data(), n);
+    kernels::cpu_sgemm(true, true, m, n, k, at.data(), m, bt.data(), k, c2.data(), n);
     CHECK(c2 == want);
   }
-  set_cpu_gemm_threads(1);
-  CHECK(!cpu_gemm_library().empty());
+  kernels::set_cpu_gemm_threads(1);
+  CHECK(!kernels::cpu_gemm_library().empty());
 }
 
 TEST_CASE("scratch files leave nothing behind", "[calibrate][host]") {

@@ -13,7 +13,7 @@
 #include "models/input_error.h"
 #include "tests/executor/executor_test_util.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 namespace {
 
 using nlohmann::json;
@@ -31,7 +31,7 @@ OneRank run_one(const std::string& device_kind, const json& config_json) {
   const sim::DsConfig config = testing::ds_config(config_json, 1);
   sim::Workload workload;
   workload.seq_len = model.shape().default_seq_len;
-  auto comms = make_thread_comms(1, kExecutorChannels);
+  auto comms = kernels::make_thread_comms(1, kExecutorChannels);
   std::unique_ptr<ExecutorDevice> device;
   OneRank out;
   if (device_kind == "cuda") {
@@ -100,4 +100,4 @@ TEST_CASE("the CUDA device trains like the CPU device", "[executor][gpu]") {
 }
 
 }  // namespace
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -17,7 +17,7 @@
 #include "sim/step_builder.h"
 #include "tests/executor/executor_test_util.h"
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 namespace {
 
 using nlohmann::json;
@@ -269,7 +269,7 @@ TEST_CASE("the executor refuses what it does not run", "[executor]") {
 
 TEST_CASE("a rank that stops answering fails the others instead of hanging", "[executor]") {
   // Rank 1 never joins the collective; rank 0 gives up after the timeout with an InputError.
-  auto comms = make_thread_comms(2, 1, /*timeout_s=*/0.5);
+  auto comms = kernels::make_thread_comms(2, 1, /*timeout_s=*/0.5);
   std::vector<float> data(16, 1.0f);
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(comms[0]->all_reduce(0, data.data(), data.size()), InputError);
@@ -280,11 +280,11 @@ TEST_CASE("a rank that stops answering fails the others instead of hanging", "[e
 
 TEST_CASE("the thread communicator's collectives", "[executor]") {
   std::vector<std::vector<float>> out(2);
-  auto comms = make_thread_comms(2, 2);
+  auto comms = kernels::make_thread_comms(2, 2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      ExecutorComm& c = *comms[static_cast<size_t>(r)];
+      kernels::ExecutorComm& c = *comms[static_cast<size_t>(r)];
       // all_reduce: [1, 2] + [2, 4] = [3, 6]; reduce_scatter of [r+1, 10(r+1)] blocks;
       // all_gather of one element each.
       std::vector<float> a{float(r + 1), float(2 * (r + 1))};
@@ -304,4 +304,4 @@ TEST_CASE("the thread communicator's collectives", "[executor]") {
 }
 
 }  // namespace
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

@@ -53,15 +53,15 @@ inline sim::DsConfig ds_config(const nlohmann::json& j, int ranks) {
 // communicator; rethrows the first exception.
 template <typename Fn>
 void run_ranks(int ranks, Fn fn, double timeout_s = 60) {
-  auto comms = calibrate::make_thread_comms(ranks, calibrate::kExecutorChannels, timeout_s);
+  auto comms = kernels::make_thread_comms(ranks, executor::kExecutorChannels, timeout_s);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
-        calibrate::CpuDeviceOptions o;
+        executor::CpuDeviceOptions o;
         o.blas_threads = 1;
-        auto device = calibrate::make_cpu_device(comms[static_cast<size_t>(r)].get(), o);
+        auto device = executor::make_cpu_device(comms[static_cast<size_t>(r)].get(), o);
         fn(r, *device);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();

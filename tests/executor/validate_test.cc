@@ -22,7 +22,7 @@
 #include "tests/cli/cli_test_util.h"
 #endif
 
-namespace zplan::calibrate {
+namespace zplan::executor {
 namespace {
 
 #if defined(ZPLAN_BINARY)
@@ -39,7 +39,7 @@ bool have_mpirun() {
 
 // Whether this machine can run the 2-rank cases; says why not.
 bool can_run_ranks() {
-  if (!executor_has_mpi()) {
+  if (!kernels::executor_has_mpi()) {
     WARN("skipped: this build has no MPI");
     return false;
   }
@@ -180,4 +180,4 @@ TEST_CASE("zplan validate --device cuda checks its input before looking for a GP
 #endif  // ZPLAN_BINARY
 
 }  // namespace
-}  // namespace zplan::calibrate
+}  // namespace zplan::executor

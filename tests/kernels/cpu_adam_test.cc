@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace zplan::calibrate {
+namespace zplan::kernels {
 namespace {
 
 struct State {
@@ -99,4 +99,4 @@ TEST_CASE("CPU Adam handles fewer parameters than threads", "[kernels][adam]") {
 }
 
 }  // namespace
-}  // namespace zplan::calibrate
+}  // namespace zplan::kernels
