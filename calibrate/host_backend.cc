@@ -287,7 +287,9 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     double t = time_all_ranks(
         g, sz.repeats, [] {},
         [&] {
-          for (int i = 0; i < kCalls; ++i) kernels::cpu_sgemm(false, false, 1, 1, 1, &a, 1, &b, 1, &c, 1);
+          for (int i = 0; i < kCalls; ++i) {
+            kernels::cpu_sgemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+          }
         });
     h->gemm_call_s = t / kCalls;
   }
@@ -315,8 +317,8 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     auto call = [&] {
       const int i = next;
       next = (next + 1) % sets;
-      kernels::cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, as[i]->floats(), lda, bs[i]->floats(), ldb,
-                cs[i]->floats(), s.n);
+      kernels::cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, as[i]->floats(), lda,
+                         bs[i]->floats(), ldb, 0.0f, cs[i]->floats(), s.n);
     };
     auto t0 = std::chrono::steady_clock::now();
     call();  // warm-up, and the estimate that sets the calls per block (agreed by all ranks)

@@ -7,7 +7,8 @@
 // returning, so per-task host timestamps are the task's time).
 //
 // Implementations: the CPU device (executor/device_cpu.cc): device memory is host memory
-// in its own arena, GEMMs go to BLAS (OpenBLAS, one thread per rank), collectives to an
+// in its own arena, GEMMs go to kernels/cpu_gemm.h (BLAS: OpenBLAS, one thread per rank, as
+// calibration times them), collectives to an
 // ExecutorComm (MPI ranks, or threads in tests), host<->device copies are memcpy. The CUDA device
 // (executor/device_cuda.cc, when the build has the CUDA toolkit and nvcc): cuBLAS,
 // zplan's kernels, cudaMemcpyAsync and NCCL, on one stream per calling thread (docs/validation.md

@@ -1,5 +1,6 @@
-// The CPU device: BLAS GEMMs (or plain loops without BLAS), elementwise loops, memcpy copies, and
-// the side-work gate that holds compute back while another resource uses the cores.
+// The CPU device: GEMMs by kernels/cpu_gemm.h (BLAS, or plain loops without BLAS: the function
+// calibration times), elementwise loops, memcpy copies, and the side-work gate that holds compute
+// back while another resource uses the cores.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,10 +10,7 @@
 
 #include "executor/device.h"
 #include "kernels/config.h"
-
-#if ZPLAN_HAVE_BLAS
-#include <cblas.h>
-#endif
+#include "kernels/cpu_gemm.h"
 
 namespace zplan::executor {
 
@@ -22,15 +20,13 @@ class CpuDevice : public ExecutorDevice {
  public:
   CpuDevice(kernels::ExecutorComm* comm, const CpuDeviceOptions& options)
       : comm_(comm), options_(options) {
-#if ZPLAN_HAVE_BLAS
-    openblas_set_num_threads(std::max(1, options.blas_threads));
-#endif
+    kernels::set_cpu_gemm_threads(std::max(1, options.blas_threads));
   }
 
   std::string name() const override {
     std::string blas = "loops";
 #if ZPLAN_HAVE_BLAS
-    blas = openblas_get_config();
+    blas = kernels::cpu_gemm_library();  // "OpenBLAS 0.3.21 ...": its first two words
     blas = blas.substr(0, blas.find(' ', blas.find(' ') + 1));
 #endif
     return "cpu (" + blas + ", " + std::to_string(options_.blas_threads) + " thread" +
@@ -58,11 +54,11 @@ class CpuDevice : public ExecutorDevice {
       if (by_rows) {
         // Rows [lo, lo+len) of C use rows of op(A): A's rows, or A's columns when transposed.
         const float* a_part = ta ? a + lo : a + lo * lda;
-        gemm_call(ta, tb, len, n, k, alpha, a_part, lda, b, ldb, beta, c + lo * ldc, ldc);
+        kernels::cpu_sgemm(ta, tb, len, n, k, alpha, a_part, lda, b, ldb, beta, c + lo * ldc, ldc);
       } else {
         // Columns [lo, lo+len) of C use columns of op(B): B's columns, or B's rows transposed.
         const float* b_part = tb ? b + lo * ldb : b + lo;
-        gemm_call(ta, tb, m, len, k, alpha, a, lda, b_part, ldb, beta, c + lo, ldc);
+        kernels::cpu_sgemm(ta, tb, m, len, k, alpha, a, lda, b_part, ldb, beta, c + lo, ldc);
       }
     }
   }
@@ -212,29 +208,6 @@ class CpuDevice : public ExecutorDevice {
       checkpoint();
       fn(i, std::min(n, i + piece));
     }
-  }
-
-  void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-#if ZPLAN_HAVE_BLAS
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
-                a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-                static_cast<blasint>(ldc));
-#else
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (int64_t l = 0; l < k; ++l) {
-          float av = ta ? a[l * lda + i] : a[i * lda + l];
-          float bv = tb ? b[j * ldb + l] : b[l * ldb + j];
-          s += double(av) * bv;
-        }
-        float& cv = c[i * ldc + j];
-        cv = static_cast<float>(alpha * s + (beta == 0.0f ? 0.0 : double(beta) * cv));
-      }
-    }
-#endif
   }
 
   kernels::ExecutorComm* comm_;

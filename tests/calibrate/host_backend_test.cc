@@ -1,4 +1,4 @@
-// The host backend's parts: the GEMM and block-I/O kernels it times, and a tiny run of the whole
+// The host backend's parts: the block-I/O kernels it times, and a tiny run of the whole
 // backend that must produce a CPU profile zplan can load. Its timings are not asserted: the
 // machine is shared, and performance is measured by `zplan calibrate`, not by unit tests.
 #include "calibrate/host_backend.h"
@@ -11,7 +11,6 @@
 
 #include "calibrate/block_io.h"
 #include "calibrate/calibrate.h"
-#include "kernels/cpu_gemm.h"
 #include "models/input_error.h"
 #include "tests/calibrate/calibrate_test_util.h"
 
@@ -19,34 +18,6 @@ namespace zplan::calibrate {
 namespace {
 
 using testing::TempDir;
-
-TEST_CASE("kernels::cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
-  const int64_t m = 5, n = 7, k = 3;
-  std::vector<float> a(m * k), b(k * n);
-  for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;
-  for (int64_t i = 0; i < k * n; ++i) b[i] = float(i % 3) + 0.5f;
-  std::vector<float> want(m * n, 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) want[i * n + j] += a[i * k + p] * b[p * n + j];
-  for (int threads : {1, 2}) {
-    kernels::set_cpu_gemm_threads(threads);
-    std::vector<float> c(m * n, -1);
-    kernels::cpu_sgemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
-    CHECK(c == want);
-    // Transposed storage: A^T stored as k x m, B^T as n x k.
-    std::vector<float> at(k * m), bt(n * k);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) at[p * m + i] = a[i * k + p];
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
-    std::vector<float> c2(m * n, -1);
-    kernels::cpu_sgemm(true, true, m, n, k, at.data(), m, bt.data(), k, c2.data(), n);
-    CHECK(c2 == want);
-  }
-  kernels::set_cpu_gemm_threads(1);
-  CHECK(!kernels::cpu_gemm_library().empty());
-}
 
 TEST_CASE("scratch files leave nothing behind", "[calibrate][host]") {
   TempDir dir;

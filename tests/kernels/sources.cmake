@@ -1,3 +1,4 @@
 list(APPEND ZPLAN_TEST_SOURCES
   kernels/cpu_adam_test.cc
+  kernels/cpu_gemm_test.cc
 )
