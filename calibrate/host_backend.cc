@@ -249,7 +249,7 @@ void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, Hos
 }
 
 void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h) {
-  BlockIoSettings settings;  // DeepSpeed's aio defaults
+  kernels::BlockIoSettings settings;  // DeepSpeed's aio defaults
   ScratchFile file(o.nvme_path);
   h->nvme_path = o.nvme_path;
   h->nvme_o_direct = g.sum(file.o_direct() ? 1.0 : 0.0) == g.size();

@@ -12,9 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "executor/memory.h"
+#include "kernels/block_transfer.h"
 
 namespace zplan::executor {
 
@@ -23,9 +25,9 @@ inline constexpr size_t kSwapAlign = 4096;
 class SwapFile {
  public:
   // Creates the file in `dir`. Transfers are cut into blocks of block_bytes with queue_depth of
-  // them in flight (io_uring where the build has liburing and the kernel allows it, else one at a
-  // time), as DeepSpeed's aio handle moves them (the ds_config's "aio" block). Throws InputError
-  // naming the directory if it cannot.
+  // them in flight (kernels/block_transfer.h: io_uring where the build has liburing and the
+  // kernel allows it, else one at a time), as DeepSpeed's aio handle moves them (the ds_config's
+  // "aio" block). Throws InputError naming the directory if it cannot.
   SwapFile(const std::string& dir, int rank, MemoryTracker* tracker, size_t block_bytes,
            int queue_depth);
   ~SwapFile();
@@ -36,7 +38,7 @@ class SwapFile {
   uint64_t reserve(size_t bytes, sim::Category category);
 
   // Writes / reads `bytes` at `offset`; both multiples of kSwapAlign, `buf` 4096-aligned.
-  // Throws InputError on an I/O error or a short transfer.
+  // Throws InputError on an I/O error or a transfer that makes no progress.
   void write(uint64_t offset, const void* buf, size_t bytes);
   void read(uint64_t offset, void* buf, size_t bytes);
 
@@ -57,8 +59,7 @@ class SwapFile {
   size_t block_bytes_;
   int queue_depth_;
   std::string engine_;
-  struct Ring;
-  Ring* ring_ = nullptr;  // io_uring state, or null
+  std::unique_ptr<kernels::BlockTransfer> io_;
 };
 
 // Rounds bytes up to kSwapAlign.

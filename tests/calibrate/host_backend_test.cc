@@ -25,7 +25,7 @@ TEST_CASE("scratch files leave nothing behind", "[calibrate][host]") {
   {
     ScratchFile f(dir.path());
     CHECK(TempDir::entries(dir.path()).empty());  // unlinked as soon as it was open
-    BlockIoSettings s;
+    kernels::BlockIoSettings s;
     s.block_bytes = 1 << 20;
     s.queue_depth = 8;
     std::string engine;
@@ -47,7 +47,7 @@ TEST_CASE("a directory without O_DIRECT falls back and says so", "[calibrate][ho
   if (f.o_direct()) return;  // this kernel's tmpfs accepts O_DIRECT
   CHECK_THAT(f.note(), Catch::StartsWith("no O_DIRECT at /dev/shm (open: "));
   std::string engine;
-  CHECK(sequential_write(f, 1 << 20, BlockIoSettings{}, &engine) > 0);
+  CHECK(sequential_write(f, 1 << 20, kernels::BlockIoSettings{}, &engine) > 0);
 }
 
 TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[calibrate][host]") {
