@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "calibrate/group.h"
+#include "kernels/comm.h"
 #include "calibrate/measurements.h"
 #include "calibrate/progress.h"
 #include "hardware/profile.h"
@@ -54,9 +54,9 @@ class Backend {
   // Throws InputError "backend '<name>': <what is missing>" if the backend cannot run here (no
   // device, a single rank for a collective backend). Called on every rank, for every selected
   // backend, before anything is measured.
-  virtual void check(Group& group, const ProbeOptions& options) = 0;
+  virtual void check(kernels::Comm& group, const ProbeOptions& options) = 0;
   // Measures and adds the results to *out (complete on rank 0). Collective over `group`.
-  virtual void measure(Group& group, const ProbeOptions& options, Progress& progress,
+  virtual void measure(kernels::Comm& group, const ProbeOptions& options, Progress& progress,
                        Measurements* out) = 0;
 };
 

@@ -78,7 +78,7 @@ std::string own_command_line() {
   return line;
 }
 
-std::string default_name(const CalibrateOptions& o, const Group& g) {
+std::string default_name(const CalibrateOptions& o, const kernels::Comm& g) {
   if (!o.name.empty()) return o.name;
   if (!o.out.empty()) {
     std::string base =
@@ -148,7 +148,7 @@ std::string utc_now() {
   return buf;
 }
 
-Calibration calibrate(const CalibrateOptions& o, Group& g, Progress& progress) {
+Calibration calibrate(const CalibrateOptions& o, kernels::Comm& g, Progress& progress) {
   const double resident = resident_bytes();  // first, before measuring allocates
   Calibration c;
   std::vector<std::string> names = parse_backend_list(o.backends);

@@ -70,7 +70,7 @@ class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
 
-  void check(Group& group, const ProbeOptions&) override {
+  void check(kernels::Comm& group, const ProbeOptions&) override {
     int count = kernels::visible_cuda_devices("cuda");
     if (group.local_size() > count) {
       kernels::throw_unavailable("cuda", std::to_string(group.local_size()) + " ranks on " +
@@ -79,12 +79,12 @@ class CudaBackend : public Backend {
     }
   }
 
-  void measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
 
  private:
   // Times `enqueue` (which enqueues `calls` operations on `stream`) on every rank at once;
   // returns the mean over ranks of the median seconds per operation.
-  double time_on_gpu(Group& g, cudaStream_t stream, int repeats, int calls,
+  double time_on_gpu(kernels::Comm& g, cudaStream_t stream, int repeats, int calls,
                      const std::function<void()>& enqueue_one) {
     EventTimer timer(stream);
     std::vector<double> t;
@@ -98,7 +98,7 @@ class CudaBackend : public Backend {
     return g.sum(median(t)) / g.size();
   }
 
-  int calls_for(Group& g, cudaStream_t stream, const std::function<void()>& enqueue_one) {
+  int calls_for(kernels::Comm& g, cudaStream_t stream, const std::function<void()>& enqueue_one) {
     EventTimer timer(stream);
     for (int i = 0; i < kWarmup - 1; ++i) enqueue_one();
     timer.start();
@@ -109,7 +109,7 @@ class CudaBackend : public Backend {
   }
 };
 
-void CudaBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void CudaBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
   const int count = kernels::visible_cuda_devices("cuda");
   const int device = g.local_rank() % count;
   ZPLAN_CUDA_CHECK(cudaSetDevice(device));

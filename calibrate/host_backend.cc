@@ -94,7 +94,7 @@ class CacheFlusher {
 
 // Runs `fn` on every rank at once, `repeats` times, each time after `prepare` (untimed, before the
 // barrier). Returns the mean over ranks of each rank's median time.
-double time_all_ranks(Group& g, int repeats, const std::function<void()>& prepare,
+double time_all_ranks(kernels::Comm& g, int repeats, const std::function<void()>& prepare,
                       const std::function<void()>& fn) {
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
@@ -128,20 +128,20 @@ class HostBackend : public Backend {
  public:
   std::string name() const override { return "host"; }
 
-  void check(Group&, const ProbeOptions& o) override {
+  void check(kernels::Comm&, const ProbeOptions& o) override {
     ScratchFile probe(o.nvme_path);  // throws, naming the directory, if nothing can be written
   }
 
-  void measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
 
  private:
-  void copies(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h);
-  void gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h);
+  void copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h);
+  void gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h);
 
-  RateRow row(Group& g, const std::string& probe, double size, int threads, double time_s) {
+  RateRow row(kernels::Comm& g, const std::string& probe, double size, int threads, double time_s) {
     RateRow r;
     r.probe = probe;
     r.size = size;
@@ -153,7 +153,7 @@ class HostBackend : public Backend {
   }
 };
 
-void HostBackend::copies(Group& g, const HostSizes& sz, CacheFlusher& flusher,
+void HostBackend::copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
                          HostMeasurements* h) {
   const size_t bytes = static_cast<size_t>(sz.copy_bytes);
   Buffer device(bytes, false);
@@ -180,7 +180,7 @@ void HostBackend::copies(Group& g, const HostSizes& sz, CacheFlusher& flusher,
   }
 }
 
-void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
+void HostBackend::triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
   const int64_t n = static_cast<int64_t>(sz.triad_bytes_per_array / sizeof(float));
   const size_t bytes = size_t(n) * sizeof(float);
   Buffer a(bytes, false), b(bytes, false), c(bytes, false);
@@ -221,7 +221,7 @@ void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, Ho
   h->rates.push_back(row(g, "scale in place", moved_inplace, h->threads_per_rank, ti));
 }
 
-void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
+void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
   h->adam_isa = kernels::isa_name(kernels::best_isa());
   kernels::AdamHyper hyper;
   hyper.weight_decay = 0.01f;
@@ -248,7 +248,7 @@ void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, Hos
   }
 }
 
-void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h) {
+void HostBackend::nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h) {
   kernels::BlockIoSettings settings;  // DeepSpeed's aio defaults
   ScratchFile file(o.nvme_path);
   h->nvme_path = o.nvme_path;
@@ -277,7 +277,7 @@ void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, Hos
   h->rates.push_back(r);
 }
 
-void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h) {
+void HostBackend::gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h) {
   kernels::set_cpu_gemm_threads(h->threads_per_rank);
   h->gemm_library = kernels::cpu_gemm_library();
   {
@@ -333,7 +333,7 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
   }
 }
 
-void HostBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void HostBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
   HostMeasurements& h = out->host;
   CpuInfo cpu = read_cpu_info();
   h.measured = true;

@@ -26,7 +26,7 @@ namespace {
 
 class NcclCollectiveBench : public CollectiveBench {
  public:
-  NcclCollectiveBench(Group& group, int visible) : nodes_(group.nodes()) {
+  NcclCollectiveBench(kernels::Comm& group, int visible) : nodes_(group.nodes()) {
     if (group.size() > 1) {
       ranks_ = group.size();
       first_rank_ = group.rank();
@@ -136,7 +136,7 @@ class NcclBackend : public Backend {
  public:
   std::string name() const override { return "nccl"; }
 
-  void check(Group& group, const ProbeOptions&) override {
+  void check(kernels::Comm& group, const ProbeOptions&) override {
     int visible = kernels::visible_cuda_devices("nccl");
     if (group.size() == 1 && visible < 2) {
       kernels::throw_unavailable("nccl",
@@ -150,7 +150,7 @@ class NcclBackend : public Backend {
     }
   }
 
-  void measure(Group& group, const ProbeOptions& options, Progress& progress,
+  void measure(kernels::Comm& group, const ProbeOptions& options, Progress& progress,
                Measurements* out) override {
     int visible = kernels::visible_cuda_devices("nccl");
     int version = 0;

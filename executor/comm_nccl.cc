@@ -1,4 +1,4 @@
-// ExecutorComm over NCCL for the CUDA executor device (built with ZPLAN_HAVE_CUDA_EXECUTOR and
+// kernels::Comm over NCCL for the CUDA executor device (built with ZPLAN_HAVE_CUDA_EXECUTOR and
 // ZPLAN_HAVE_NCCL): one communicator and one stream per data channel, so that the compute, gather
 // and reduce streams run collectives at the same time as DeepSpeed's streams do; the control
 // traffic (barriers, timings, the communicators' unique ids) stays on the control communicator
@@ -26,7 +26,7 @@ namespace {
 
 class NcclComm : public ControlledComm {
  public:
-  NcclComm(kernels::ExecutorComm* control, int gpu, double timeout_s)
+  NcclComm(kernels::Comm* control, int gpu, double timeout_s)
       : ControlledComm(control), gpu_(gpu), timeout_s_(timeout_s) {
     ZPLAN_CUDA_CHECK(cudaSetDevice(gpu_));
     const int channels = control_->channels();
@@ -140,7 +140,7 @@ class NcclComm : public ControlledComm {
 
 }  // namespace
 
-std::unique_ptr<kernels::ExecutorComm> make_nccl_comm(kernels::ExecutorComm* control, int gpu, double timeout_s) {
+std::unique_ptr<kernels::Comm> make_nccl_comm(kernels::Comm* control, int gpu, double timeout_s) {
   return std::make_unique<NcclComm>(control, gpu, timeout_s);
 }
 

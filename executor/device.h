@@ -6,10 +6,10 @@
 // thread, and a call returns when its work is done (a GPU device synchronizes its stream before
 // returning, so per-task host timestamps are the task's time).
 //
-// Implementations: the CPU device (executor/device_cpu.cc): device memory is host memory
-// in its own arena, GEMMs go to kernels/cpu_gemm.h (BLAS: OpenBLAS, one thread per rank, as
-// calibration times them), collectives to an
-// ExecutorComm (MPI ranks, or threads in tests), host<->device copies are memcpy. The CUDA device
+// Implementations: the CPU device (executor/device_cpu.cc): device memory is host memory in its
+// own arena, GEMMs go to kernels/cpu_gemm.h (BLAS: OpenBLAS, one thread per rank, as calibration
+// times them), collectives to a kernels::Comm (MPI ranks, or threads in tests), host<->device
+// copies are memcpy. The CUDA device
 // (executor/device_cuda.cc, when the build has the CUDA toolkit and nvcc): cuBLAS,
 // zplan's kernels, cudaMemcpyAsync and NCCL, on one stream per calling thread (docs/validation.md
 // says what has been run on a GPU).
@@ -41,7 +41,7 @@ class ExecutorDevice {
 
   virtual std::string name() const = 0;  // "cpu (OpenBLAS 0.3.21, 1 thread, avx512)"
   virtual RawMemory& raw_memory() = 0;
-  virtual kernels::ExecutorComm& comm() = 0;
+  virtual kernels::Comm& comm() = 0;
 
   // --- Compute kernels on device memory (the compute stream, or the optimizer on the device) ---
   // C[m x n] = alpha * op(A) * op(B) + beta * C with op(X) = X or X^T; lda, ldb, ldc are the row
@@ -97,7 +97,7 @@ struct CpuDeviceOptions {
 };
 
 // The CPU device of one rank, talking to the other ranks through `comm` (kept, not owned).
-std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::ExecutorComm* comm,
+std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::Comm* comm,
                                                 const CpuDeviceOptions& options = {});
 
 // True iff this build has the CUDA device.
@@ -108,7 +108,7 @@ bool executor_has_cuda();
 // the control traffic). A collective without progress for timeout_s aborts the job. Throws
 // InputError when this build has no CUDA device or no GPU is visible, BackendError when CUDA or
 // NCCL fails.
-std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm* control, double timeout_s);
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::Comm* control, double timeout_s);
 
 }  // namespace zplan::executor
 

@@ -18,7 +18,7 @@ namespace {
 
 class CpuDevice : public ExecutorDevice {
  public:
-  CpuDevice(kernels::ExecutorComm* comm, const CpuDeviceOptions& options)
+  CpuDevice(kernels::Comm* comm, const CpuDeviceOptions& options)
       : comm_(comm), options_(options) {
     kernels::set_cpu_gemm_threads(std::max(1, options.blas_threads));
   }
@@ -34,7 +34,7 @@ class CpuDevice : public ExecutorDevice {
            ")";
   }
   RawMemory& raw_memory() override { return memory_; }
-  kernels::ExecutorComm& comm() override { return *comm_; }
+  kernels::Comm& comm() override { return *comm_; }
 
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -210,7 +210,7 @@ class CpuDevice : public ExecutorDevice {
     }
   }
 
-  kernels::ExecutorComm* comm_;
+  kernels::Comm* comm_;
   CpuDeviceOptions options_;
   HostRawMemory memory_;
   float unit_ = 1.0f;
@@ -222,7 +222,7 @@ class CpuDevice : public ExecutorDevice {
 
 }  // namespace
 
-std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::ExecutorComm* comm,
+std::unique_ptr<ExecutorDevice> make_cpu_device(kernels::Comm* comm,
                                                 const CpuDeviceOptions& options) {
   return std::make_unique<CpuDevice>(comm, options);
 }

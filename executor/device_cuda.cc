@@ -122,7 +122,7 @@ class CudaRawMemory : public RawMemory {
 // Collectives of one rank alone: nothing to reduce, copies on the device.
 class LocalCudaComm : public internal::ControlledComm {
  public:
-  explicit LocalCudaComm(kernels::ExecutorComm* control) : ControlledComm(control) {}
+  explicit LocalCudaComm(kernels::Comm* control) : ControlledComm(control) {}
   std::string name() const override { return "one rank (no collectives)"; }
   void all_reduce(int, float*, size_t) override {}
   void all_gather(int, const float* send, size_t count, float* recv) override {
@@ -134,7 +134,7 @@ class LocalCudaComm : public internal::ControlledComm {
 
 class CudaDevice : public ExecutorDevice {
  public:
-  CudaDevice(kernels::ExecutorComm* control, int gpu, double timeout_s) : gpu_(gpu), memory_(gpu) {
+  CudaDevice(kernels::Comm* control, int gpu, double timeout_s) : gpu_(gpu), memory_(gpu) {
     ZPLAN_CUDA_CHECK(cudaSetDevice(gpu_));
     cudaDeviceProp prop{};
     ZPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu_));
@@ -161,7 +161,7 @@ class CudaDevice : public ExecutorDevice {
            kernels::cuda_version_text(runtime) + ", fp32 cuBLAS)";
   }
   RawMemory& raw_memory() override { return memory_; }
-  kernels::ExecutorComm& comm() override { return *comm_; }
+  kernels::Comm& comm() override { return *comm_; }
 
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
@@ -341,7 +341,7 @@ class CudaDevice : public ExecutorDevice {
   int gpu_;
   std::string gpu_name_;
   CudaRawMemory memory_;
-  std::unique_ptr<kernels::ExecutorComm> comm_;
+  std::unique_ptr<kernels::Comm> comm_;
   std::mutex mu_;
   std::map<std::thread::id, Stream> threads_;
   float unit_ = 1.0f;
@@ -350,14 +350,14 @@ class CudaDevice : public ExecutorDevice {
 }  // namespace
 
 #if !ZPLAN_HAVE_NCCL
-std::unique_ptr<kernels::ExecutorComm> internal::make_nccl_comm(kernels::ExecutorComm*, int, double) {
+std::unique_ptr<kernels::Comm> internal::make_nccl_comm(kernels::Comm*, int, double) {
   kernels::throw_unavailable("cuda", "more than one rank needs NCCL, and this zplan was built without it");
 }
 #endif
 
 bool executor_has_cuda() { return true; }
 
-std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm* control, double timeout_s) {
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::Comm* control, double timeout_s) {
   const int visible = kernels::visible_cuda_devices("cuda");
   // One GPU per rank: the rank's place among the ranks of its node, as calibrate assigns them.
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");

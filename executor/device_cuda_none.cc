@@ -6,7 +6,7 @@ namespace zplan::executor {
 
 bool executor_has_cuda() { return false; }
 
-std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::ExecutorComm*, double) {
+std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::Comm*, double) {
   kernels::throw_unavailable("cuda",
                     "this zplan was built without the CUDA executor device (configure "
                     "with the CUDA toolkit and nvcc on PATH)");

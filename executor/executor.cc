@@ -239,7 +239,7 @@ void check_executor_supports(const sim::DsConfig& c, const hardware::Cluster& cl
 ExecutionResult execute_steps(const models::Model& model, const hardware::Cluster& cluster,
                               const sim::DsConfig& config, const sim::Workload& workload,
                               ExecutorDevice& device, const ExecuteOptions& options_in) {
-  kernels::ExecutorComm& comm = device.comm();
+  kernels::Comm& comm = device.comm();
   if (cluster.gpus != comm.size()) {
     throw InputError("--ranks", "the cluster has " + std::to_string(cluster.gpus) +
                                     " devices but " + std::to_string(comm.size()) + " ranks run");

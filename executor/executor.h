@@ -102,7 +102,7 @@ void check_executor_fits(const models::Model& model, const hardware::Cluster& cl
                          const sim::DsConfig& config, const sim::Workload& workload,
                          const std::string& swap_dir, bool device_memory_is_host = true);
 
-// The channel of ExecutorComm a resource's collectives use, and the control channel.
+// The channel of kernels::Comm a resource's collectives use, and the control channel.
 inline constexpr int kControlChannel = 8;
 inline constexpr int kExecutorChannels = 9;
 

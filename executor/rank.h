@@ -139,7 +139,7 @@ class ExecutorRank {
   ExecuteOptions options_;
   ExecutorLayout layout_;
   sim::ActivationPlan acts_;
-  kernels::ExecutorComm& comm_;
+  kernels::Comm& comm_;
   const int dp_;
   const int rank_;
   const int stage_;

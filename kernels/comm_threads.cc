@@ -1,11 +1,18 @@
-// The thread fake of ExecutorComm (and the MPI entry points of a build without MPI).
+// The thread fake of Comm, what every Comm shares, and the MPI entry points of a build without
+// MPI.
 #include "kernels/comm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 #include "kernels/check.h"
 #include "kernels/config.h"
@@ -59,13 +66,17 @@ struct Shared {
   std::vector<std::unique_ptr<Rendezvous>> channels;
 };
 
-class ThreadComm : public ExecutorComm {
+class ThreadComm : public Comm {
  public:
   ThreadComm(std::shared_ptr<Shared> shared, int rank, int ranks)
-      : shared_(std::move(shared)), rank_(rank), ranks_(ranks) {}
+      : shared_(std::move(shared)), rank_(rank), ranks_(ranks), hosts_{host_name()} {}
 
   int rank() const override { return rank_; }
   int size() const override { return ranks_; }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return ranks_; }
+  const std::vector<std::string>& hosts() const override { return hosts_; }
+  std::string library() const override { return ""; }
   int channels() const override { return static_cast<int>(shared_->channels.size()); }
   std::string name() const override { return "threads"; }
 
@@ -117,6 +128,14 @@ class ThreadComm : public ExecutorComm {
     return out;
   }
 
+  void broadcast(int channel, void* data, size_t bytes, int root) override {
+    Rendezvous& r = at(channel);
+    r.post(rank_, data);
+    r.wait_all("broadcast");
+    if (rank_ != root) std::memcpy(data, r.posted(root), bytes);
+    r.wait_all("broadcast");
+  }
+
   [[noreturn]] void abort(const std::string& message) override {
     throw InputError("executor", message);
   }
@@ -152,28 +171,59 @@ class ThreadComm : public ExecutorComm {
   std::shared_ptr<Shared> shared_;
   int rank_;
   int ranks_;
+  std::vector<std::string> hosts_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<ExecutorComm>> make_thread_comms(int ranks, int channels,
-                                                             double timeout_s) {
+double Comm::sum(double v) {
+  std::vector<double> x{v};
+  sum(0, &x);
+  return x[0];
+}
+
+double Comm::max(double v) {
+  std::vector<double> x{v};
+  max(0, &x);
+  return x[0];
+}
+
+std::vector<std::unique_ptr<Comm>> make_thread_comms(int ranks, int channels, double timeout_s) {
   auto shared = std::make_shared<Shared>();
   for (int c = 0; c < channels; ++c) {
     shared->channels.push_back(std::make_unique<Rendezvous>(ranks, timeout_s));
   }
-  std::vector<std::unique_ptr<ExecutorComm>> out;
+  std::vector<std::unique_ptr<Comm>> out;
   for (int r = 0; r < ranks; ++r) out.push_back(std::make_unique<ThreadComm>(shared, r, ranks));
   return out;
 }
 
+std::unique_ptr<Comm> make_single_process_comm() {
+  return std::move(make_thread_comms(1, 1).front());
+}
+
+std::string mpi_launcher_variable() {
+  // Set for every rank by: Open MPI's mpirun, MPICH/Hydra (PMI), MVAPICH, PMIx launchers. (Not
+  // SLURM_NTASKS: a batch script has it without any launcher.)
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && v[0] != '\0') return std::string(name) + "=" + v;
+  }
+  return "";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
 #if !ZPLAN_HAVE_MPI
-std::unique_ptr<ExecutorComm> make_mpi_comm(int, double) {
+std::unique_ptr<Comm> make_mpi_comm(const MpiCommOptions&) {
   throw_unavailable("mpi", "this zplan was built without MPI (configure with -DZPLAN_WITH_MPI=ON)");
 }
-bool executor_has_mpi() { return false; }
-bool mpi_init_for_executor(int*, char***) { return false; }
-void mpi_finalize_for_executor() {}
+bool comm_has_mpi() { return false; }
 #endif
 
 }  // namespace zplan::kernels

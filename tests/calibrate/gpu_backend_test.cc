@@ -82,7 +82,7 @@ TEST_CASE("architectures and stock profiles from what CUDA reports", "[calibrate
 
 // The message a GPU backend gives on a machine without a GPU; "" if this machine has one.
 std::string no_device_message(const std::string& backend) {
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   try {
     make_backend(backend)->check(*group, ProbeOptions{});
   } catch (const InputError& e) {
@@ -105,7 +105,7 @@ TEST_CASE("without a GPU, cuda says so in one line", "[calibrate][gpu]") {
   CalibrateOptions o;
   o.backends = "host,cuda";
   o.probe.sweep = Sweep::kTiny;
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CHECK_THROWS_WITH(calibrate(o, *group, quiet), what);
 #else

@@ -55,7 +55,7 @@ TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[c
   o.backends = "host";
   o.probe.sweep = Sweep::kTiny;
   o.probe.nvme_path = "/nonexistent/zplan";
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CHECK_THROWS_WITH(calibrate(o, *group, quiet),
                     "/nonexistent/zplan: cannot create a scratch file for the NVMe probe: No such "
@@ -82,7 +82,7 @@ TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrat
   o.probe.sweep = Sweep::kTiny;
   o.probe.nvme_path = dir.path();
   o.name = "tiny-host";
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   Calibration c = calibrate(o, *group, quiet);
   CHECK(TempDir::entries(dir.path()).empty());
@@ -114,7 +114,7 @@ TEST_CASE("the quick host calibration", "[.slow][calibrate-slow]") {
   CalibrateOptions o;
   o.backends = "host";
   o.probe.nvme_path = dir.path();
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   Calibration c = calibrate(o, *group, quiet);
   REQUIRE(c.built.has_value());

@@ -267,41 +267,5 @@ TEST_CASE("the executor refuses what it does not run", "[executor]") {
                   InputError);
 }
 
-TEST_CASE("a rank that stops answering fails the others instead of hanging", "[executor]") {
-  // Rank 1 never joins the collective; rank 0 gives up after the timeout with an InputError.
-  auto comms = kernels::make_thread_comms(2, 1, /*timeout_s=*/0.5);
-  std::vector<float> data(16, 1.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_AS(comms[0]->all_reduce(0, data.data(), data.size()), InputError);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(waited < 5);
-}
-
-TEST_CASE("the thread communicator's collectives", "[executor]") {
-  std::vector<std::vector<float>> out(2);
-  auto comms = kernels::make_thread_comms(2, 2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      kernels::ExecutorComm& c = *comms[static_cast<size_t>(r)];
-      // all_reduce: [1, 2] + [2, 4] = [3, 6]; reduce_scatter of [r+1, 10(r+1)] blocks;
-      // all_gather of one element each.
-      std::vector<float> a{float(r + 1), float(2 * (r + 1))};
-      c.all_reduce(0, a.data(), 2);
-      std::vector<float> rs{float(r + 1), float(10 * (r + 1))};
-      c.reduce_scatter(1, rs.data(), 1);
-      std::vector<float> g(2);
-      float mine = float(100 + r);
-      c.all_gather(0, &mine, 1, g.data());
-      out[static_cast<size_t>(r)] = {a[0], a[1], rs[0], g[0], g[1]};
-    });
-  }
-  for (auto& t : threads) t.join();
-  // reduce_scatter: rank 0 gets block 0 summed (1 + 2 = 3), rank 1 block 1 (10 + 20 = 30).
-  CHECK(out[0] == std::vector<float>{3, 6, 3, 100, 101});
-  CHECK(out[1] == std::vector<float>{3, 6, 30, 100, 101});
-}
-
 }  // namespace
 }  // namespace zplan::executor

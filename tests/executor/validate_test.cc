@@ -39,7 +39,7 @@ bool have_mpirun() {
 
 // Whether this machine can run the 2-rank cases; says why not.
 bool can_run_ranks() {
-  if (!kernels::executor_has_mpi()) {
+  if (!kernels::comm_has_mpi()) {
     WARN("skipped: this build has no MPI");
     return false;
   }
