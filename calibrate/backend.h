@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
-#include "kernels/comm.h"
 #include "calibrate/measurements.h"
 #include "calibrate/progress.h"
 #include "hardware/profile.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 

@@ -106,13 +106,13 @@ ScratchFile::~ScratchFile() {
   if (fd_ >= 0) close(fd_);
 }
 
-double sequential_write(const ScratchFile& file, size_t bytes, const kernels::BlockIoSettings& settings,
-                        std::string* engine) {
+double sequential_write(const ScratchFile& file, size_t bytes,
+                        const kernels::BlockIoSettings& settings, std::string* engine) {
   return transfer(file, /*write=*/true, bytes, settings, engine);
 }
 
-double sequential_read(const ScratchFile& file, size_t bytes, const kernels::BlockIoSettings& settings,
-                       std::string* engine) {
+double sequential_read(const ScratchFile& file, size_t bytes,
+                       const kernels::BlockIoSettings& settings, std::string* engine) {
   if (!file.o_direct()) posix_fadvise(file.fd(), 0, 0, POSIX_FADV_DONTNEED);
   return transfer(file, /*write=*/false, bytes, settings, engine);
 }

@@ -45,12 +45,12 @@ class ScratchFile {
 // device (fdatasync); returns the seconds this took. *engine = "io_uring" or "pread/pwrite
 // (<why io_uring was not used>)". Throws InputError naming the directory on an I/O error (e.g.
 // no space left).
-double sequential_write(const ScratchFile& file, size_t bytes, const kernels::BlockIoSettings& settings,
-                        std::string* engine);
+double sequential_write(const ScratchFile& file, size_t bytes,
+                        const kernels::BlockIoSettings& settings, std::string* engine);
 // Reads the first `bytes` back (after sequential_write); without O_DIRECT the file's pages are
 // dropped from the page cache first, so that the read goes to the device.
-double sequential_read(const ScratchFile& file, size_t bytes, const kernels::BlockIoSettings& settings,
-                       std::string* engine);
+double sequential_read(const ScratchFile& file, size_t bytes,
+                       const kernels::BlockIoSettings& settings, std::string* engine);
 
 }  // namespace zplan::calibrate
 

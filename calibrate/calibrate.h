@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/backend.h"
-#include "kernels/comm.h"
 #include "calibrate/measurements.h"
 #include "calibrate/profile_builder.h"
 #include "calibrate/progress.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 

@@ -18,9 +18,9 @@
 
 #include "calibrate/backend.h"
 #include "calibrate/fit.h"
-#include "kernels/comm.h"
 #include "calibrate/measurements.h"
 #include "calibrate/progress.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 

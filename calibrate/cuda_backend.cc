@@ -73,13 +73,14 @@ class CudaBackend : public Backend {
   void check(kernels::Comm& group, const ProbeOptions&) override {
     int count = kernels::visible_cuda_devices("cuda");
     if (group.local_size() > count) {
-      kernels::throw_unavailable("cuda", std::to_string(group.local_size()) + " ranks on " +
-                                    group.hosts().front() + " but only " + std::to_string(count) +
-                                    " CUDA devices (one rank per GPU)");
+      kernels::throw_unavailable(
+          "cuda", std::to_string(group.local_size()) + " ranks on " + group.hosts().front() +
+                      " but only " + std::to_string(count) + " CUDA devices (one rank per GPU)");
     }
   }
 
-  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
   // Times `enqueue` (which enqueues `calls` operations on `stream`) on every rank at once;
@@ -109,7 +110,8 @@ class CudaBackend : public Backend {
   }
 };
 
-void CudaBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void CudaBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
   const int count = kernels::visible_cuda_devices("cuda");
   const int device = g.local_rank() % count;
   ZPLAN_CUDA_CHECK(cudaSetDevice(device));

@@ -36,13 +36,15 @@ class FakeBackend : public Backend {
   explicit FakeBackend(const FakeSpec& spec) : spec_(spec) {}
   std::string name() const override { return "fake"; }
   void check(kernels::Comm&, const ProbeOptions&) override {}
-  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
   FakeSpec spec_;
 };
 
-void FakeBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void FakeBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
   FakeCollectiveBench bench(spec_, o.fake_delay_s);
   // Host: fixed numbers for a made-up node, scaled by the same noise stream.
   HostMeasurements& h = out->host;

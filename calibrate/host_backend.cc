@@ -132,7 +132,8 @@ class HostBackend : public Backend {
     ScratchFile probe(o.nvme_path);  // throws, naming the directory, if nothing can be written
   }
 
-  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
   void copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
@@ -180,7 +181,8 @@ void HostBackend::copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& fl
   }
 }
 
-void HostBackend::triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
+void HostBackend::triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
+                        HostMeasurements* h) {
   const int64_t n = static_cast<int64_t>(sz.triad_bytes_per_array / sizeof(float));
   const size_t bytes = size_t(n) * sizeof(float);
   Buffer a(bytes, false), b(bytes, false), c(bytes, false);
@@ -221,7 +223,8 @@ void HostBackend::triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flu
   h->rates.push_back(row(g, "scale in place", moved_inplace, h->threads_per_rank, ti));
 }
 
-void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
+void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
+                       HostMeasurements* h) {
   h->adam_isa = kernels::isa_name(kernels::best_isa());
   kernels::AdamHyper hyper;
   hyper.weight_decay = 0.01f;
@@ -238,7 +241,7 @@ void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flus
     int64_t step = 1;
     auto kernel = [&] {
       kernels::adam_step(hyper, step++, p.floats(), grad.floats(), m.floats(), v.floats(), n,
-                h->threads_per_rank);
+                         h->threads_per_rank);
     };
     kernel();  // warm-up
     double t = time_all_ranks(
@@ -248,7 +251,8 @@ void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flus
   }
 }
 
-void HostBackend::nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h) {
+void HostBackend::nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz,
+                       HostMeasurements* h) {
   kernels::BlockIoSettings settings;  // DeepSpeed's aio defaults
   ScratchFile file(o.nvme_path);
   h->nvme_path = o.nvme_path;
@@ -277,7 +281,8 @@ void HostBackend::nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes&
   h->rates.push_back(r);
 }
 
-void HostBackend::gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h) {
+void HostBackend::gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes,
+                        HostMeasurements* h) {
   kernels::set_cpu_gemm_threads(h->threads_per_rank);
   h->gemm_library = kernels::cpu_gemm_library();
   {
@@ -333,7 +338,8 @@ void HostBackend::gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes
   }
 }
 
-void HostBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void HostBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
   HostMeasurements& h = out->host;
   CpuInfo cpu = read_cpu_info();
   h.measured = true;

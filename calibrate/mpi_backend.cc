@@ -72,11 +72,12 @@ class MpiBackend : public Backend {
   void check(kernels::Comm& group, const ProbeOptions&) override {
     if (group.library().empty()) {
       kernels::throw_unavailable("mpi",
-                        "not started by an MPI launcher; run it as mpirun -np N zplan "
-                        "calibrate --backend mpi ...");
+                                 "not started by an MPI launcher; run it as mpirun -np N zplan "
+                                 "calibrate --backend mpi ...");
     }
     if (group.size() < 2) {
-      kernels::throw_unavailable("mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
+      kernels::throw_unavailable(
+          "mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
     }
   }
 

@@ -140,13 +140,13 @@ class NcclBackend : public Backend {
     int visible = kernels::visible_cuda_devices("nccl");
     if (group.size() == 1 && visible < 2) {
       kernels::throw_unavailable("nccl",
-                        "needs at least 2 GPUs: this process sees 1 and is the only rank "
-                        "(use a node with several GPUs, or mpirun -np N across nodes)");
+                                 "needs at least 2 GPUs: this process sees 1 and is the only rank "
+                                 "(use a node with several GPUs, or mpirun -np N across nodes)");
     }
     if (group.size() > 1 && group.local_size() > visible) {
-      kernels::throw_unavailable("nccl", std::to_string(group.local_size()) +
-                                    " ranks on one node but only " + std::to_string(visible) +
-                                    " CUDA devices (one rank per GPU)");
+      kernels::throw_unavailable(
+          "nccl", std::to_string(group.local_size()) + " ranks on one node but only " +
+                      std::to_string(visible) + " CUDA devices (one rank per GPU)");
     }
   }
 

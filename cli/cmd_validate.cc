@@ -110,7 +110,7 @@ int run_validate(ValidateCliOptions o) {
   }
   executor::check_executor_supports(s.config, s.cluster);
   executor::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
-                                 /*device_memory_is_host=*/!cuda);
+                                /*device_memory_is_host=*/!cuda);
 
   // Notes are printed once, before a re-launch.
   const bool relaunched = executor::relaunched();

@@ -101,7 +101,8 @@ class NcclComm : public ControlledComm {
   ncclComm_t comm(int channel) const {
     if (channel < 0 || channel >= static_cast<int>(comms_.size()) ||
         comms_[static_cast<size_t>(channel)] == nullptr) {
-      throw kernels::BackendError("executor", "no NCCL communicator for channel " + std::to_string(channel));
+      throw kernels::BackendError("executor",
+                                  "no NCCL communicator for channel " + std::to_string(channel));
     }
     return comms_[static_cast<size_t>(channel)];
   }

@@ -87,7 +87,8 @@ __global__ void memory_pass_kernel(float* buf, size_t n, float unit) {
   }
 }
 
-__global__ void adam_kernel(kernels::AdamCoeffs c, float* p, const float* g, float* m, float* v, int64_t n) {
+__global__ void adam_kernel(kernels::AdamCoeffs c, float* p, const float* g, float* m, float* v,
+                            int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
     float grad = g[k];
@@ -157,8 +158,8 @@ void memory_pass(cudaStream_t s, float* buf, size_t n, float unit) {
   memory_pass_kernel<<<blocks_for(n), kThreads, 0, s>>>(buf, n, unit);
 }
 
-void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
-          float* exp_avg_sq, int64_t n) {
+void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad,
+          float* exp_avg, float* exp_avg_sq, int64_t n) {
   if (n <= 0) return;
   adam_kernel<<<blocks_for(static_cast<size_t>(n)), kThreads, 0, s>>>(c, param, grad, exp_avg,
                                                                       exp_avg_sq, n);

@@ -34,8 +34,8 @@ void scale_copy(cudaStream_t s, float* dst, const float* src, size_t n, float sc
 void memory_pass(cudaStream_t s, float* buf, size_t n, float unit);
 // DeepSpeed's Step_1 with the constants of kernels/cpu_adam.h, operation for operation (fused
 // multiply-adds where the AVX kernel has them).
-void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad, float* exp_avg,
-          float* exp_avg_sq, int64_t n);
+void adam(cudaStream_t s, const kernels::AdamCoeffs& c, float* param, const float* grad,
+          float* exp_avg, float* exp_avg_sq, int64_t n);
 
 }  // namespace zplan::executor::cuda
 

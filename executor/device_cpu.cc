@@ -18,8 +18,7 @@ namespace {
 
 class CpuDevice : public ExecutorDevice {
  public:
-  CpuDevice(kernels::Comm* comm, const CpuDeviceOptions& options)
-      : comm_(comm), options_(options) {
+  CpuDevice(kernels::Comm* comm, const CpuDeviceOptions& options) : comm_(comm), options_(options) {
     kernels::set_cpu_gemm_threads(std::max(1, options.blas_threads));
   }
 
@@ -30,8 +29,8 @@ class CpuDevice : public ExecutorDevice {
     blas = blas.substr(0, blas.find(' ', blas.find(' ') + 1));
 #endif
     return "cpu (" + blas + ", " + std::to_string(options_.blas_threads) + " thread" +
-           (options_.blas_threads == 1 ? "" : "s") + " per rank, adam " + kernels::isa_name(kernels::best_isa()) +
-           ")";
+           (options_.blas_threads == 1 ? "" : "s") + " per rank, adam " +
+           kernels::isa_name(kernels::best_isa()) + ")";
   }
   RawMemory& raw_memory() override { return memory_; }
   kernels::Comm& comm() override { return *comm_; }
@@ -144,7 +143,7 @@ class CpuDevice : public ExecutorDevice {
       checkpoint();
       const int64_t len = std::min(piece, n - i);
       kernels::adam_step(hyper, step, param + i, grad + i, exp_avg + i, exp_avg_sq + i, len,
-                options_.blas_threads);
+                         options_.blas_threads);
     }
   }
 

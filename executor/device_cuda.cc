@@ -234,8 +234,8 @@ class CudaDevice : public ExecutorDevice {
     sync(s);
   }
 
-  void adam(const kernels::AdamHyper& hyper, int64_t step, float* param, const float* grad, float* exp_avg,
-            float* exp_avg_sq, int64_t n) override {
+  void adam(const kernels::AdamHyper& hyper, int64_t step, float* param, const float* grad,
+            float* exp_avg, float* exp_avg_sq, int64_t n) override {
     if (on_host({param, grad, exp_avg, exp_avg_sq})) {
       kernels::adam_step(hyper, step, param, grad, exp_avg, exp_avg_sq, n);
       return;
@@ -323,7 +323,7 @@ class CudaDevice : public ExecutorDevice {
     }
     if (device && pageable) {
       throw kernels::BackendError("cuda executor device",
-                         "an operation mixes device memory with pageable host memory");
+                                  "an operation mixes device memory with pageable host memory");
     }
     return !device;
   }
@@ -351,7 +351,8 @@ class CudaDevice : public ExecutorDevice {
 
 #if !ZPLAN_HAVE_NCCL
 std::unique_ptr<kernels::Comm> internal::make_nccl_comm(kernels::Comm*, int, double) {
-  kernels::throw_unavailable("cuda", "more than one rank needs NCCL, and this zplan was built without it");
+  kernels::throw_unavailable("cuda",
+                             "more than one rank needs NCCL, and this zplan was built without it");
 }
 #endif
 

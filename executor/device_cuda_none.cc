@@ -8,8 +8,8 @@ bool executor_has_cuda() { return false; }
 
 std::unique_ptr<ExecutorDevice> make_cuda_device(kernels::Comm*, double) {
   kernels::throw_unavailable("cuda",
-                    "this zplan was built without the CUDA executor device (configure "
-                    "with the CUDA toolkit and nvcc on PATH)");
+                             "this zplan was built without the CUDA executor device (configure "
+                             "with the CUDA toolkit and nvcc on PATH)");
 }
 
 }  // namespace zplan::executor

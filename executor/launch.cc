@@ -1,8 +1,5 @@
 #include "executor/launch.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -12,6 +9,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "executor/executor.h"
 #include "models/input_error.h"
@@ -131,8 +131,8 @@ Rank::Rank(const RankOptions& o) {
     device_ = make_cuda_device(comm_.get(), o.comm_timeout_s);
   } else {
     CpuDeviceOptions dev;
-    dev.blas_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                       std::max(1, o.ranks_per_node));
+    dev.blas_threads = std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, o.ranks_per_node));
     device_ = make_cpu_device(comm_.get(), dev);
   }
 }

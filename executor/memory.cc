@@ -1,11 +1,11 @@
 #include "executor/memory.h"
 
-#include <sys/mman.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
 
 namespace zplan::executor {
 

@@ -2,10 +2,10 @@
 // it, tagged with the simulator's tier and category (sim::Tier, sim::Category), so that the
 // measured peak of each tier can be compared with the simulated one.
 //
-// Tiers: kGpu is the device arena (host memory standing for GPU memory on a CPU device), kPinnedHost
-// memory that is mlock'ed (or, when the lock limit refuses, pre-faulted: the report says which),
-// kHost plain pageable memory, kNvme bytes reserved in the NVMe swap files (counted by the swap
-// file, executor/swap.h). Counts are the bytes asked for ("allocated", as PyTorch's
+// Tiers: kGpu is the device arena (host memory standing for GPU memory on a CPU device),
+// kPinnedHost memory that is mlock'ed (or, when the lock limit refuses, pre-faulted: the report
+// says which), kHost plain pageable memory, kNvme bytes reserved in the NVMe swap files (counted by
+// the swap file, executor/swap.h). Counts are the bytes asked for ("allocated", as PyTorch's
 // memory_allocated() counts them), not what the system reserved: freed blocks are cached by size
 // and reused, like PyTorch's caching allocator, so that a step does not pay for page faults.
 //

@@ -237,7 +237,7 @@ void ExecutorRank::optimizer_cpu(const sim::Task& t) {
     // DeepSpeedCPUAdam over the partition, writing the 16-bit copy (ref §5.1).
     const int64_t P = layout_.partition();
     kernels::adam_step(hp, adam_step_, master_.data(), host_grads32_.data(), exp_avg_.data(),
-              exp_avg_sq_.data(), P, threads);
+                       exp_avg_sq_.data(), P, threads);
     std::memcpy(host_params16_.data(), master_.data(), static_cast<size_t>(P) * sizeof(float));
     return;
   }
@@ -260,8 +260,8 @@ void ExecutorRank::optimizer_cpu(const sim::Task& t) {
     --swap_sets_.at(t.index).users;
     return;
   }
-  kernels::adam_step(hp, adam_step_, master_g_[g].data(), host_grads32_g_[g].data(), exp_avg_g_[g].data(),
-            exp_avg_sq_g_[g].data(), S, threads);
+  kernels::adam_step(hp, adam_step_, master_g_[g].data(), host_grads32_g_[g].data(),
+                     exp_avg_g_[g].data(), exp_avg_sq_g_[g].data(), S, threads);
   if (config_.zero.offload_param.device != OffloadDevice::kNone) {
     // The host partition is the 16-bit copy: updated on the CPU.
     std::memcpy(params_.data() + layout_.sub_groups()[g].begin, master_g_[g].data(),

@@ -1,13 +1,14 @@
 #include "executor/swap.h"
 
-#include <fcntl.h>
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <sched.h>
 
 #include "models/input_error.h"
 
@@ -49,8 +50,8 @@ SwapFile::SwapFile(const std::string& dir, int rank, MemoryTracker* tracker, siz
   } else if (realtime) {
     engine_ = "pread/pwrite (real-time policy: io_uring's workers would not be)";
   } else {
-    engine_ = std::string("pread/pwrite (io_uring refused: ") + std::strerror(io_->uring_error()) +
-              ")";
+    engine_ =
+        std::string("pread/pwrite (io_uring refused: ") + std::strerror(io_->uring_error()) + ")";
   }
 }
 

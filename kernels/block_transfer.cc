@@ -1,11 +1,11 @@
 // BlockTransfer's pread/pwrite engine (every build), and the io_uring one's entry point.
 #include "kernels/block_transfer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include <unistd.h>
 
 #include "models/input_error.h"
 
@@ -28,9 +28,9 @@ void finish_block(int fd, bool write, const IoBlock& b, size_t done, const std::
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw_transfer_error(write, where, what, std::strerror(errno));
     if (n == 0) {
-      throw_transfer_error(write, where, what,
-                           "no progress at byte " + std::to_string(at) +
-                               " (end of the file, or the disk is full)");
+      throw_transfer_error(
+          write, where, what,
+          "no progress at byte " + std::to_string(at) + " (end of the file, or the disk is full)");
     }
     done += static_cast<size_t>(n);
   }

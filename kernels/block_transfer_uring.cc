@@ -1,11 +1,11 @@
 // BlockTransfer's io_uring engine (liburing, built with ZPLAN_HAVE_URING): queue_depth blocks in
 // flight, each slot refilled as its block completes, as DeepSpeed's aio handle keeps its queue
 // full; a short completion is resubmitted for the rest of its block.
-#include <liburing.h>
-
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include <liburing.h>
 
 #include "kernels/block_transfer.h"
 

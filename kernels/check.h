@@ -34,51 +34,51 @@ class BackendError : public InputError {
 }  // namespace zplan::kernels
 
 // CUDA runtime: cudaError_t, message from cudaGetErrorString.
-#define ZPLAN_CUDA_CHECK(call)                                                \
-  do {                                                                        \
-    cudaError_t zplan_err_ = (call);                                          \
-    if (zplan_err_ != cudaSuccess) {                                          \
+#define ZPLAN_CUDA_CHECK(call)                                              \
+  do {                                                                      \
+    cudaError_t zplan_err_ = (call);                                        \
+    if (zplan_err_ != cudaSuccess) {                                        \
       ::zplan::kernels::throw_call_error("CUDA", __FILE__, __LINE__, #call, \
-                                           cudaGetErrorString(zplan_err_));   \
-    }                                                                         \
+                                         cudaGetErrorString(zplan_err_));   \
+    }                                                                       \
   } while (0)
 
 // cuBLAS: cublasStatus_t, message from cublasGetStatusString (cuBLAS 11.4.2+).
-#define ZPLAN_CUBLAS_CHECK(call)                                                  \
-  do {                                                                            \
-    cublasStatus_t zplan_status_ = (call);                                        \
-    if (zplan_status_ != CUBLAS_STATUS_SUCCESS) {                                 \
+#define ZPLAN_CUBLAS_CHECK(call)                                                \
+  do {                                                                          \
+    cublasStatus_t zplan_status_ = (call);                                      \
+    if (zplan_status_ != CUBLAS_STATUS_SUCCESS) {                               \
       ::zplan::kernels::throw_call_error("cuBLAS", __FILE__, __LINE__, #call,   \
-                                           cublasGetStatusString(zplan_status_)); \
-    }                                                                             \
+                                         cublasGetStatusString(zplan_status_)); \
+    }                                                                           \
   } while (0)
 
 // NCCL: ncclResult_t, message from ncclGetErrorString plus ncclGetLastError's detail.
-#define ZPLAN_NCCL_CHECK(call)                                                                   \
-  do {                                                                                           \
-    ncclResult_t zplan_result_ = (call);                                                         \
-    if (zplan_result_ != ncclSuccess && zplan_result_ != ncclInProgress) {                       \
-      const char* zplan_last_ = ncclGetLastError(nullptr);                                       \
+#define ZPLAN_NCCL_CHECK(call)                                                                 \
+  do {                                                                                         \
+    ncclResult_t zplan_result_ = (call);                                                       \
+    if (zplan_result_ != ncclSuccess && zplan_result_ != ncclInProgress) {                     \
+      const char* zplan_last_ = ncclGetLastError(nullptr);                                     \
       ::zplan::kernels::throw_call_error("NCCL", __FILE__, __LINE__, #call,                    \
-                                           std::string(ncclGetErrorString(zplan_result_)) +      \
-                                               (zplan_last_ != nullptr && zplan_last_[0] != '\0' \
-                                                    ? std::string(" (") + zplan_last_ + ")"      \
-                                                    : std::string()));                           \
-    }                                                                                            \
+                                         std::string(ncclGetErrorString(zplan_result_)) +      \
+                                             (zplan_last_ != nullptr && zplan_last_[0] != '\0' \
+                                                  ? std::string(" (") + zplan_last_ + ")"      \
+                                                  : std::string()));                           \
+    }                                                                                          \
   } while (0)
 
 // MPI: an int error code, message from MPI_Error_string. MPI's default error handler aborts;
 // the MPI group sets MPI_ERRORS_RETURN so that these checks see the codes.
-#define ZPLAN_MPI_CHECK(call)                                                     \
-  do {                                                                            \
-    int zplan_rc_ = (call);                                                       \
-    if (zplan_rc_ != MPI_SUCCESS) {                                               \
-      char zplan_text_[MPI_MAX_ERROR_STRING] = {};                                \
-      int zplan_len_ = 0;                                                         \
-      MPI_Error_string(zplan_rc_, zplan_text_, &zplan_len_);                      \
+#define ZPLAN_MPI_CHECK(call)                                                   \
+  do {                                                                          \
+    int zplan_rc_ = (call);                                                     \
+    if (zplan_rc_ != MPI_SUCCESS) {                                             \
+      char zplan_text_[MPI_MAX_ERROR_STRING] = {};                              \
+      int zplan_len_ = 0;                                                       \
+      MPI_Error_string(zplan_rc_, zplan_text_, &zplan_len_);                    \
       ::zplan::kernels::throw_call_error("MPI", __FILE__, __LINE__, #call,      \
-                                           std::string(zplan_text_, zplan_len_)); \
-    }                                                                             \
+                                         std::string(zplan_text_, zplan_len_)); \
+    }                                                                           \
   } while (0)
 
 #endif  // ZPLAN_KERNELS_CHECK_H_

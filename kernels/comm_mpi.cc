@@ -2,13 +2,8 @@
 // MPI_Comm_dup of MPI_COMM_WORLD per channel, blocking collectives (the ones `zplan calibrate
 // --backend mpi` times), errors returned and thrown by ZPLAN_MPI_CHECK, and, when asked for, a
 // watchdog thread for ranks that stop answering.
-#include <mpi.h>
-#include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
-
-#include <array>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -20,6 +15,12 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
+
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include "kernels/check.h"
 #include "kernels/comm.h"
@@ -72,8 +73,9 @@ class MpiComm : public Comm {
       owns_mpi_ = true;
     }
     if (o.concurrent_threads && provided < MPI_THREAD_MULTIPLE) {
-      throw_unavailable("mpi", "the MPI library does not provide MPI_THREAD_MULTIPLE, which the "
-                               "executor's concurrent streams need");
+      throw_unavailable("mpi",
+                        "the MPI library does not provide MPI_THREAD_MULTIPLE, which the "
+                        "executor's concurrent streams need");
     }
     // Errors come back as codes that ZPLAN_MPI_CHECK turns into exceptions (also for the mpi
     // calibration backend's collectives on MPI_COMM_WORLD).

@@ -1,7 +1,5 @@
 // The thread fake of Comm, what every Comm shares, and the MPI entry points of a build without
 // MPI.
-#include "kernels/comm.h"
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/check.h"
+#include "kernels/comm.h"
 #include "kernels/config.h"
 
 namespace zplan::kernels {

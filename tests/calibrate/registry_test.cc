@@ -68,7 +68,8 @@ TEST_CASE("every compiled backend can be made", "[calibrate][registry]") {
 }
 
 TEST_CASE("outside mpirun the run is one process", "[calibrate][registry]") {
-  if (!kernels::mpi_launcher_variable().empty()) return;  // the test binary itself runs under mpirun
+  if (!kernels::mpi_launcher_variable().empty())
+    return;  // the test binary itself runs under mpirun
   auto g = make_process_comm();
   CHECK(g->size() == 1);
   CHECK(g->rank() == 0);

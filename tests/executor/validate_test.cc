@@ -1,21 +1,19 @@
 // `zplan validate` end to end, as a user runs it: the binary re-launches itself under mpirun with
 // 2 ranks, executes a small step, and compares it with the simulation; a rank that dies fails the
 // job within seconds. Skipped (with a message) where mpirun or the zplan binary is absent.
-#include <unistd.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 
-#include <algorithm>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
-
-#include "executor/device.h"
 #include <nlohmann/json.hpp>
 
+#include "executor/device.h"
 #include "kernels/comm.h"
 
 #if defined(ZPLAN_BINARY)

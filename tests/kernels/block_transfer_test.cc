@@ -52,8 +52,9 @@ TEST_CASE("block transfers write and read back whole and partial blocks", "[kern
     // cannot be had, so the transfer fails and says where.
     std::vector<char> big(bytes + block);
     auto past_end = [&](size_t, int) { return IoBlock{big.data(), 0, big.size()}; };
-    CHECK_THROWS_WITH(io.run(file.fd(), false, 1, past_end, "scratch", "test "),
-                      Catch::Contains("scratch") && Catch::Contains("test read failed: no progress"));
+    CHECK_THROWS_WITH(
+        io.run(file.fd(), false, 1, past_end, "scratch", "test "),
+        Catch::Contains("scratch") && Catch::Contains("test read failed: no progress"));
   }
 }
 
