@@ -1,6 +1,6 @@
 // The CUDA device of the reference executor (built with ZPLAN_HAVE_CUDA_EXECUTOR): cuBLAS GEMMs,
 // the elementwise kernels of executor/cuda_kernels.cu, cudaMemcpyAsync copies, NCCL
-// collectives (executor/comm_nccl.cc; one rank needs none).
+// collectives (kernels/comm_nccl.cc; one rank needs none).
 //
 // Streams: every thread that calls the device (the executor's resource workers, and the thread
 // that sets the rank up) gets its own non-blocking stream and cuBLAS handle, so that the compute
@@ -26,10 +26,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "executor/cuda_internal.h"
 #include "executor/cuda_kernels.h"
 #include "executor/device.h"
 #include "kernels/check.h"
+#include "kernels/comm_nccl.h"
 #include "kernels/config.h"
 #include "kernels/cuda_info.h"
 
@@ -120,7 +120,7 @@ class CudaRawMemory : public RawMemory {
 };
 
 // Collectives of one rank alone: nothing to reduce, copies on the device.
-class LocalCudaComm : public internal::ControlledComm {
+class LocalCudaComm : public kernels::ControlledComm {
  public:
   explicit LocalCudaComm(kernels::Comm* control) : ControlledComm(control) {}
   std::string name() const override { return "one rank (no collectives)"; }
@@ -142,7 +142,7 @@ class CudaDevice : public ExecutorDevice {
     if (control->size() == 1) {
       comm_ = std::make_unique<LocalCudaComm>(control);
     } else {
-      comm_ = internal::make_nccl_comm(control, gpu_, timeout_s);
+      comm_ = kernels::make_nccl_comm(control, gpu_, kControlChannel, timeout_s);
     }
   }
 
@@ -348,13 +348,6 @@ class CudaDevice : public ExecutorDevice {
 };
 
 }  // namespace
-
-#if !ZPLAN_HAVE_NCCL
-std::unique_ptr<kernels::Comm> internal::make_nccl_comm(kernels::Comm*, int, double) {
-  kernels::throw_unavailable("cuda",
-                             "more than one rank needs NCCL, and this zplan was built without it");
-}
-#endif
 
 bool executor_has_cuda() { return true; }
 

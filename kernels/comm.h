@@ -14,7 +14,7 @@
 // Implementations: MPI_COMM_WORLD (kernels/comm_mpi.cc, with ZPLAN_HAVE_MPI) for real runs under
 // mpirun; threads of one process (make_thread_comms), the fake that lets tests run several ranks
 // without MPI and that is the whole "group" of a run without a launcher; NCCL for the CUDA
-// executor device (executor/comm_nccl.cc), with its control traffic on an MPI or thread Comm. Sums
+// executor device (kernels/comm_nccl.cc), with its control traffic on an MPI or thread Comm. Sums
 // run in rank order in the fake; with two ranks a + b == b + a, so both give bit-identical
 // results.
 //

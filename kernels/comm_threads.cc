@@ -1,5 +1,5 @@
-// The thread fake of Comm, what every Comm shares, and the MPI entry points of a build without
-// MPI.
+// The thread fake of Comm, what every Comm shares, and the MPI and NCCL entry points of a build
+// without them.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/check.h"
+#include "kernels/comm_nccl.h"
 #include "kernels/comm.h"
 #include "kernels/config.h"
 
@@ -217,6 +218,13 @@ std::string host_name() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
 }
+
+#if !ZPLAN_HAVE_NCCL
+std::unique_ptr<Comm> make_nccl_comm(Comm*, int, int, double) {
+  throw_unavailable("cuda", "more than one rank needs NCCL, and this zplan was built without it");
+}
+bool comm_has_nccl() { return false; }
+#endif
 
 #if !ZPLAN_HAVE_MPI
 std::unique_ptr<Comm> make_mpi_comm(const MpiCommOptions&) {

@@ -1,8 +1,8 @@
-// kernels::Comm over NCCL for the CUDA executor device (built with ZPLAN_HAVE_CUDA_EXECUTOR and
-// ZPLAN_HAVE_NCCL): one communicator and one stream per data channel, so that the compute, gather
-// and reduce streams run collectives at the same time as DeepSpeed's streams do; the control
-// traffic (barriers, timings, the communicators' unique ids) stays on the control communicator
-// (MPI), and so does any collective on the control channel, whose buffers are host memory. Every
+// Comm over NCCL (built with ZPLAN_HAVE_NCCL), for the CUDA executor device: one communicator and
+// one stream per data channel, so that the compute, gather and reduce streams run collectives at
+// the same time as DeepSpeed's streams do; the control traffic (barriers, timings, the
+// communicators' unique ids) stays on the control communicator (MPI), and so does any collective
+// on the host channel, whose buffers are host memory. Every
 // collective is waited for before the call returns; one that makes no progress for
 // timeout_s aborts its communicator and the job with a line naming the rank, the channel and the
 // operation (NCCL itself never times out).
@@ -16,18 +16,17 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "executor/cuda_internal.h"
-#include "executor/executor.h"
 #include "kernels/check.h"
+#include "kernels/comm_nccl.h"
 
-namespace zplan::executor::internal {
+namespace zplan::kernels {
 
 namespace {
 
 class NcclComm : public ControlledComm {
  public:
-  NcclComm(kernels::Comm* control, int gpu, double timeout_s)
-      : ControlledComm(control), gpu_(gpu), timeout_s_(timeout_s) {
+  NcclComm(Comm* control, int gpu, int host_channel, double timeout_s)
+      : ControlledComm(control), gpu_(gpu), host_channel_(host_channel), timeout_s_(timeout_s) {
     ZPLAN_CUDA_CHECK(cudaSetDevice(gpu_));
     const int channels = control_->channels();
     comms_.assign(static_cast<size_t>(channels), nullptr);
@@ -35,14 +34,14 @@ class NcclComm : public ControlledComm {
     // One communicator per data channel, all ranks creating them in the same order; rank 0's
     // ncclUniqueId reaches the others through the control channel, one byte per double.
     for (int c = 0; c < channels; ++c) {
-      if (c == kControlChannel) continue;
+      if (c == host_channel_) continue;
       ncclUniqueId id;
       std::memset(&id, 0, sizeof id);
       if (control_->rank() == 0) ZPLAN_NCCL_CHECK(ncclGetUniqueId(&id));
       std::vector<double> mine(sizeof id, 0.0);
       const auto* bytes = reinterpret_cast<const unsigned char*>(&id);
       for (size_t i = 0; i < sizeof id; ++i) mine[i] = bytes[i];
-      std::vector<double> all = control_->gather_all(kControlChannel, mine);
+      std::vector<double> all = control_->gather_all(host_channel_, mine);
       auto* out = reinterpret_cast<unsigned char*>(&id);
       for (size_t i = 0; i < sizeof id; ++i) out[i] = static_cast<unsigned char>(all[i]);
       ZPLAN_NCCL_CHECK(ncclCommInitRank(&comms_[static_cast<size_t>(c)], control_->size(), id,
@@ -65,9 +64,9 @@ class NcclComm : public ControlledComm {
 
   std::string name() const override { return name_; }
 
-  // The control channel carries host data (final weights, say) through the control communicator.
+  // The host channel carries host data (final weights, say) through the control communicator.
   void all_reduce(int channel, float* data, size_t count) override {
-    if (channel == kControlChannel) return control_->all_reduce(channel, data, count);
+    if (channel == host_channel_) return control_->all_reduce(channel, data, count);
     set_device();
     ZPLAN_NCCL_CHECK(
         ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm(channel), stream(channel)));
@@ -75,14 +74,14 @@ class NcclComm : public ControlledComm {
   }
 
   void all_gather(int channel, const float* send, size_t count, float* recv) override {
-    if (channel == kControlChannel) return control_->all_gather(channel, send, count, recv);
+    if (channel == host_channel_) return control_->all_gather(channel, send, count, recv);
     set_device();
     ZPLAN_NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat, comm(channel), stream(channel)));
     wait(channel, "all_gather");
   }
 
   void reduce_scatter(int channel, float* data, size_t count) override {
-    if (channel == kControlChannel) return control_->reduce_scatter(channel, data, count);
+    if (channel == host_channel_) return control_->reduce_scatter(channel, data, count);
     set_device();
     // NCCL's in-place form leaves this rank's sum at its own block; the interface wants it first.
     float* mine = data + static_cast<size_t>(rank()) * count;
@@ -101,7 +100,7 @@ class NcclComm : public ControlledComm {
   ncclComm_t comm(int channel) const {
     if (channel < 0 || channel >= static_cast<int>(comms_.size()) ||
         comms_[static_cast<size_t>(channel)] == nullptr) {
-      throw kernels::BackendError("executor",
+      throw BackendError("executor",
                                   "no NCCL communicator for channel " + std::to_string(channel));
     }
     return comms_[static_cast<size_t>(channel)];
@@ -133,6 +132,7 @@ class NcclComm : public ControlledComm {
   }
 
   int gpu_;
+  int host_channel_;
   double timeout_s_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
@@ -141,8 +141,10 @@ class NcclComm : public ControlledComm {
 
 }  // namespace
 
-std::unique_ptr<kernels::Comm> make_nccl_comm(kernels::Comm* control, int gpu, double timeout_s) {
-  return std::make_unique<NcclComm>(control, gpu, timeout_s);
+std::unique_ptr<Comm> make_nccl_comm(Comm* control, int gpu, int host_channel, double timeout_s) {
+  return std::make_unique<NcclComm>(control, gpu, host_channel, timeout_s);
 }
 
-}  // namespace zplan::executor::internal
+bool comm_has_nccl() { return true; }
+
+}  // namespace zplan::kernels
