@@ -28,6 +28,7 @@
 
 #include "executor/cuda_kernels.h"
 #include "executor/device.h"
+#include "executor/executor.h"
 #include "kernels/check.h"
 #include "kernels/comm_nccl.h"
 #include "kernels/config.h"
