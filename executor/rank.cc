@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "executor/data.h"
 #include "executor/rank_internal.h"
 #include "models/input_error.h"
 #include "sim/memory_model.h"
@@ -19,19 +20,6 @@
 namespace zplan::executor {
 
 namespace {
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-// A deterministic value in [-1, 1) for (stream a, element b).
-float uniform(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t h = splitmix(seed ^ splitmix(a * 0x632BE59BD9B4E019ULL + b));
-  return static_cast<float>(static_cast<double>(h >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 Tier pin_tier(bool pin) { return pin ? Tier::kPinnedHost : Tier::kHost; }
 
@@ -114,15 +102,10 @@ void ExecutorRank::init_state() {
 
   // Initial weights: a function of (seed, tensor, element), so every rank and every stage
   // starts from the same model.
+  const int64_t hidden = model_.shape().hidden;
   auto init_value = [&](int id, int64_t i) {
-    const ParamSlot& s = params[static_cast<size_t>(id)];
-    const models::Layer& layer = model_.layers()[static_cast<size_t>(s.layer)];
-    double fan_in = mlp_ ? static_cast<double>(model_.shape().hidden) : 50.0;
-    double scale = 1.0 / std::sqrt(fan_in);
-    if (!mlp_ || s.numel != model_.shape().hidden * model_.shape().hidden) scale *= 0.5;
-    (void)layer;
-    return static_cast<float>(
-        scale * uniform(options_.seed, static_cast<uint64_t>(id) + 1, static_cast<uint64_t>(i)));
+    const bool square = params[static_cast<size_t>(id)].numel == hidden * hidden;
+    return initial_weight(options_.seed, id, i, mlp_, square, hidden);
   };
 
   if (stage_ <= 2) {
@@ -295,9 +278,8 @@ void ExecutorRank::init_data(int step, int ms) {
   for (int64_t t = 0; t < tokens_; ++t) {
     const uint64_t row = static_cast<uint64_t>(first_row * seq + t);
     for (int64_t c = 0; c < h; ++c) {
-      input_host_[static_cast<size_t>(t * h + c)] = uniform(options_.seed, 1'000'000'000 + row, c);
-      target_host_[static_cast<size_t>(t * h + c)] =
-          0.5f * uniform(options_.seed, 2'000'000'000 + row, c);
+      input_host_[static_cast<size_t>(t * h + c)] = mlp_input(options_.seed, row, c);
+      target_host_[static_cast<size_t>(t * h + c)] = mlp_target(options_.seed, row, c);
     }
   }
   if (input_.size() != input_host_.size()) {

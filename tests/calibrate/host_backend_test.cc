@@ -75,7 +75,7 @@ TEST_CASE("threads per rank: the node's CPUs shared by its ranks", "[calibrate][
   CHECK(!cpu.model.empty());
 }
 
-TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host]") {
+TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host][blas]") {
   TempDir dir;
   CalibrateOptions o;
   o.backends = "host";

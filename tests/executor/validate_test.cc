@@ -66,11 +66,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 TEST_CASE("zplan validate re-launches under mpirun and compares a tiny step", "[executor]") {
   if (!can_run_ranks()) return;
-  const auto t0 = std::chrono::steady_clock::now();
   testing::RunResult r = testing::run_zplan(std::string(kTinyCase) + " --json");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(seconds_since(t0) < 60);
   nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["ranks"] == 2);
   const nlohmann::json& v = j["validation"];
@@ -122,6 +120,8 @@ TEST_CASE("a rank that dies ends the job within seconds with a clear error", "[e
   const double elapsed = seconds_since(t0);
   INFO(r.err);
   CHECK(r.exit_code != 0);
+  // Not a timing check but a liveness one: the job ends when the rank dies (a few seconds even
+  // on a loaded machine), not after the 60 s collective timeout.
   CHECK(elapsed < 30);
   CHECK(r.err.find("rank 1: failing on purpose") != std::string::npos);
 }

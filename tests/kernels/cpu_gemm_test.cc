@@ -9,7 +9,8 @@
 namespace zplan::kernels {
 namespace {
 
-TEST_CASE("cpu_sgemm computes alpha op(A) op(B) + beta C, row-major", "[kernels][gemm]") {
+TEST_CASE("cpu_sgemm computes alpha op(A) op(B) + beta C, row-major",
+          "[kernels][gemm][blas]") {
   const int64_t m = 5, n = 7, k = 3;
   std::vector<float> a(m * k), b(k * n);
   for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;

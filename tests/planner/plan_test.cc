@@ -154,6 +154,13 @@ TEST_CASE("search results are identical with and without reusing identical graph
   CHECK(b.stats.steps_reused == 0);
   // Whole configs answered from an equivalent one build no graph at all.
   CHECK(a.stats.graphs_run + a.stats.graphs_reused < b.stats.graphs_run);
+  // Which configs are reused does not depend on which thread took which work (equivalent
+  // configs share a unit of work): one thread reuses exactly as many.
+  EvalOptions one = reuse;
+  one.threads = 1;
+  SearchResult c = run_search(p, k, {}, one);
+  CHECK(c.stats.steps_reused == a.stats.steps_reused);
+  CHECK(c.stats.graphs_run + c.stats.graphs_reused == a.stats.graphs_run + a.stats.graphs_reused);
 }
 
 TEST_CASE("a prefetch window that changes the graphs is not taken for an inert one", "[planner]") {
