@@ -148,8 +148,10 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
   };
   CHECK_THAT(err([](DsConfig& c) { c.zero.stage = 4; }),
              Contains("planner: /zero_optimization/stage: must be a ZeRO stage"));
-  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = 0; }),
-             Contains("planner: /zero_optimization/reduce_bucket_size: must be a positive number"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = -1; }),
+             Contains("planner: /zero_optimization/reduce_bucket_size: must not be negative"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.allgather_bucket_size = 0; }),
+             Contains("planner: /zero_optimization/allgather_bucket_size: must be a positive"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.sub_group_size = -1; }),
              Contains("planner: /zero_optimization/sub_group_size"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.max_reuse_distance = -1; }),
