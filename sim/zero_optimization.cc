@@ -580,6 +580,23 @@ void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
 }
 
 void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
+  // Optimizer schedules of their own: ZenFlow (stage_1_and_2.py: on whenever the zenflow block
+  // is given) and SuperOffload (engine.py _configure_zero_optimizer: stage 3 with
+  // offload_optimizer.super_offload picks SuperOffloadOptimizer_Stage3).
+  if ((z.stage == 1 || z.stage == 2) && z.other.is_object() && z.other.contains("zenflow")) {
+    loc.fail(kZ + "zenflow",
+             "not modelled: ZenFlow (important gradients updated on the GPU, the rest "
+             "asynchronously on the CPU); remove it to plan plain ZeRO optimizer offload");
+  }
+  const json* extras = z.other.is_object() && z.other.contains("offload_optimizer")
+                           ? &z.other["offload_optimizer"]
+                           : nullptr;
+  if (z.stage == 3 && z.offload_optimizer.device != OffloadDevice::kNone && extras != nullptr &&
+      json_true(*extras, "super_offload")) {
+    loc.fail(kZ + "offload_optimizer/super_offload",
+             "not modelled: SuperOffload (its own stage-3 optimizer and CPU schedule); remove it "
+             "to plan plain ZeRO-3 optimizer offload");
+  }
   // DeepSpeed reads these in stage 3 only (zero/mics.py, partition_parameters.py; reference
   // §1 table and "ZeRO++ hpZ", "MiCS"): at stages 0-2 they change nothing, as in zplan.
   if (z.stage != 3) return;

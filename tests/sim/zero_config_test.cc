@@ -736,6 +736,14 @@ TEST_CASE("parallelism and compile features zplan does not model are refused", "
   CHECK_THAT(error_of(merged(base, {{"compile", {{"backend", "inductor"}}}})),
              Contains("t.json: /compile/backend: unknown key (CompileConfig (compile)"));
   CHECK(parse(merged(base, {{"compile", {{"deepcompile", false}}}})).zero.stage == 2);
+  CHECK_THAT(error_of(with_zero({{"stage", 2}, {"zenflow", {{"topk_ratio", 0.1}}}})),
+             Contains("t.json: /zero_optimization/zenflow: not modelled: ZenFlow"));
+  CHECK(parse(with_zero({{"stage", 2}, {"zenflow", nullptr}})).zero.stage == 2);
+  CHECK_THAT(
+      error_of(with_zero(
+          {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}, {"super_offload", true}}}})),
+      Contains("t.json: /zero_optimization/offload_optimizer/super_offload: not modelled: "
+               "SuperOffload"));
 }
 
 TEST_CASE("the precision flag stands for the block the launcher adds", "[zero_config]") {
