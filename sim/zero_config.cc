@@ -559,6 +559,18 @@ void check_communication_data_type(const JsonReader& top) {
   }
 }
 
+// The engine reduces gradients in communication_data_type when it is given, else in the training
+// precision (engine.py communication_data_type); zplan's collectives move the training
+// precision's bytes, so another dtype is refused rather than ignored.
+void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c) {
+  std::optional<std::string> v = top.optional_string("communication_data_type");
+  if (!v || ascii_lower(*v) == precision_name(c.precision)) return;
+  top.fail("communication_data_type", "not modelled: collectives in " + ascii_lower(*v) +
+                                          " while training in " + precision_name(c.precision) +
+                                          " (zplan sends gradients in the training " +
+                                          "precision); remove it to plan that");
+}
+
 // DsConfig::other keeps every top-level key DsConfig does not model, for writing back.
 void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
   const bool deprecated_zero =
@@ -689,6 +701,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   // The cross-field checks need every value read, so they come after.
   check_config(c, context.dp_world_size, locator);
   internal::reject_unmodeled_zero_features(c.zero, locator);
+  reject_other_communication_dtype(top, c);
   return c;
 }
 

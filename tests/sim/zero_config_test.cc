@@ -736,6 +736,12 @@ TEST_CASE("parallelism and compile features zplan does not model are refused", "
   CHECK_THAT(error_of(merged(base, {{"compile", {{"backend", "inductor"}}}})),
              Contains("t.json: /compile/backend: unknown key (CompileConfig (compile)"));
   CHECK(parse(merged(base, {{"compile", {{"deepcompile", false}}}})).zero.stage == 2);
+  // Gradients reduced in another dtype than the training precision.
+  const json bf16 = merged(base, {{"bf16", {{"enabled", true}}}});
+  CHECK_THAT(error_of(merged(bf16, {{"communication_data_type", "fp32"}})),
+             Contains("t.json: /communication_data_type: not modelled: collectives in fp32 while "
+                      "training in bf16"));
+  CHECK(parse(merged(bf16, {{"communication_data_type", "BF16"}})).precision == Precision::kBf16);
   CHECK_THAT(error_of(with_zero({{"stage", 2}, {"zenflow", {{"topk_ratio", 0.1}}}})),
              Contains("t.json: /zero_optimization/zenflow: not modelled: ZenFlow"));
   CHECK(parse(with_zero({{"stage", 2}, {"zenflow", nullptr}})).zero.stage == 2);
