@@ -37,7 +37,7 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
               {"leaf_module", {{"classes", "Block"}}},
               {"zeropp_loco_param", nullptr},
               {"offload_optimizer",
-               {{"device", "cpu"}, {"super_offload", true}, {"cpuadam_cores_perc", 0.5}}}}}};
+               {{"device", "cpu"}, {"super_offload", false}, {"cpuadam_cores_perc", 0.5}}}}}};
   DsConfig c = parse(j);
   CHECK(c.other["optimizer"] == j["optimizer"]);
   CHECK(c.other["steps_per_print"] == 10);
@@ -51,11 +51,11 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(c.zero.other["leaf_module"] == json{{"classes", "Block"}});
   CHECK_FALSE(c.zero.other.contains("zeropp_loco_param"));
   CHECK(c.zero.other["offload_optimizer"] ==
-        json{{"super_offload", true}, {"cpuadam_cores_perc", 0.5}});
+        json{{"super_offload", false}, {"cpuadam_cores_perc", 0.5}});
   json written = check_round_trip(c);
   CHECK(written["optimizer"] == j["optimizer"]);
   CHECK(written["aio"]["thread_count"] == 2);
-  CHECK(written["zero_optimization"]["offload_optimizer"]["super_offload"] == true);
+  CHECK(written["zero_optimization"]["offload_optimizer"]["super_offload"] == false);
   check_only_known_zero_keys(written);
 }
 
@@ -148,8 +148,10 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
   };
   CHECK_THAT(err([](DsConfig& c) { c.zero.stage = 4; }),
              Contains("planner: /zero_optimization/stage: must be a ZeRO stage"));
-  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = 0; }),
-             Contains("planner: /zero_optimization/reduce_bucket_size: must be a positive number"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = -1; }),
+             Contains("planner: /zero_optimization/reduce_bucket_size: must not be negative"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.allgather_bucket_size = 0; }),
+             Contains("planner: /zero_optimization/allgather_bucket_size: must be a positive"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.sub_group_size = -1; }),
              Contains("planner: /zero_optimization/sub_group_size"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.max_reuse_distance = -1; }),
