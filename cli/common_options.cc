@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/table.h"
 #include "models/catalog.h"
 #include "models/input_error.h"
 #include "planner/knobs.h"
+#include "sim/swap_buffers.h"
 
 namespace zplan::cli {
 
@@ -193,6 +195,30 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   return sim::parse_ds_config(j, "command-line ZeRO flags", c);
 }
 
+// NVMe parameter offload: every swapped tensor's per-rank slice must fit one swap buffer, or
+// DeepSpeed stops at zero.Init (partitioned_param_swapper.py get_buffer: "More elements ... than
+// buffer size"). ZeRO flags leave buffer_size to zplan, which sizes it as plan does; a file's own
+// value is kept and, when too small, gets a note.
+void check_param_swap_buffers(const SetupOptions& o, const models::Model& model, int dp,
+                              sim::DsConfig& config, std::vector<std::string>& notes) {
+  sim::OffloadParamConfig& prm = config.zero.offload_param;
+  if (config.zero.stage != 3 || prm.device != sim::OffloadDevice::kNvme) return;
+  if (o.ds_config.empty()) {
+    prm.buffer_size = sim::param_swap_buffer_size(model, dp, config);
+    return;
+  }
+  const int64_t slice = sim::largest_swapped_param_slice(model, dp, config);
+  if (slice > prm.buffer_size) {
+    notes.push_back(json_location(o.ds_config, "/zero_optimization/offload_param/buffer_size") +
+                    strformat(" is %lld elements, but the largest tensor's slice per GPU is %lld: "
+                              "DeepSpeed stops at zero.Init (\"More elements %lld than buffer "
+                              "size\"); set it to at least %lld",
+                              static_cast<long long>(prm.buffer_size),
+                              static_cast<long long>(slice), static_cast<long long>(slice),
+                              static_cast<long long>(slice)));
+  }
+}
+
 }  // namespace
 
 Setup resolve_setup(const SetupOptions& o) {
@@ -229,6 +255,7 @@ Setup resolve_setup(const SetupOptions& o) {
                       "stage is " + std::to_string(config.zero.stage));
     }
   }
+  check_param_swap_buffers(o, model, cluster.gpus, config, notes);
   if (!o.ds_config.empty()) {
     check_precision_runs(config.precision, cluster.profile.gpu,
                          json_location(o.ds_config, "/bf16"));

@@ -739,11 +739,16 @@ json ds_config_to_json(const DsConfig& c) {
   j[kGasKey] = c.gradient_accumulation_steps;
   j["gradient_clipping"] = c.gradient_clipping;
 
+  // fp32 training says so in both blocks: without them the Hugging Face Trainer
+  // (HfTrainerDeepSpeedConfig.trainer_config_process: "deepspeed's default mode is fp16 unless
+  // there is a config that says differently") and Accelerate take the model to be fp16.
   json fp16 = block("fp16");
   if (c.precision == Precision::kFp16) fp16["enabled"] = true;
+  if (c.precision == Precision::kFp32) fp16["enabled"] = false;
   put("fp16", std::move(fp16));
   json bf16 = block("bf16");
   if (c.precision == Precision::kBf16) bf16["enabled"] = true;
+  if (c.precision == Precision::kFp32) bf16["enabled"] = false;
   put("bf16", std::move(bf16));
   json data_types = block("data_types");
   if (c.grad_accum_dtype != c.precision) {

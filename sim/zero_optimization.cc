@@ -663,22 +663,34 @@ json zero_optimization_to_json(const ZeroConfig& z) {
     }
   }
   j["stage"] = z.stage;
-  j["contiguous_gradients"] = z.contiguous_gradients;
-  j["reduce_scatter"] = z.reduce_scatter;
-  j["reduce_bucket_size"] = z.reduce_bucket_size;
-  j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
-  j["allgather_bucket_size"] = z.allgather_bucket_size;
-  j["overlap_comm"] = z.overlap_comm;
-  j["round_robin_gradients"] = z.round_robin_gradients;
-  j["sub_group_size"] = z.sub_group_size;
-  j["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
-  j["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
-  // Its default is sys.maxsize; written only when set, to keep the file readable.
-  if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
-    j["stage3_model_persistence_threshold"] = z.model_persistence_threshold;
+  // Only the keys the stage's code reads, so that none looks as if it mattered: without ZeRO the
+  // engine reads none of them (it all-reduces in MEMORY_OPT_ALLREDUCE_SIZE pieces); the bucket
+  // and overlap keys are read by stage_1_and_2.py and stage3.py; reduce_scatter,
+  // use_multi_rank_bucket_allreduce, allgather_bucket_size and round_robin_gradients by
+  // stage_1_and_2.py only; sub_group_size and the stage3_* keys by stage3.py and
+  // parameter_offload.py only.
+  if (z.stage >= 1) {
+    j["contiguous_gradients"] = z.contiguous_gradients;
+    j["reduce_bucket_size"] = z.reduce_bucket_size;
+    j["overlap_comm"] = z.overlap_comm;
   }
-  j["stage3_max_live_parameters"] = z.max_live_parameters;
-  j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+  if (z.stage == 1 || z.stage == 2) {
+    j["reduce_scatter"] = z.reduce_scatter;
+    j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
+    j["allgather_bucket_size"] = z.allgather_bucket_size;
+    j["round_robin_gradients"] = z.round_robin_gradients;
+  }
+  if (z.stage == 3) {
+    j["sub_group_size"] = z.sub_group_size;
+    j["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
+    j["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
+    // Its default is sys.maxsize; written only when set, to keep the file readable.
+    if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
+      j["stage3_model_persistence_threshold"] = z.model_persistence_threshold;
+    }
+    j["stage3_max_live_parameters"] = z.max_live_parameters;
+    j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+  }
   if (z.offload_param.device != OffloadDevice::kNone) {
     j["offload_param"] = offload_param_to_json(z.offload_param);
   }

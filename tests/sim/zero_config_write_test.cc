@@ -78,6 +78,42 @@ TEST_CASE("written configs hold what DeepSpeed needs and nothing else", "[zero_c
   check_only_known_zero_keys(w);
 }
 
+TEST_CASE("a written file holds only the zero_optimization keys its stage reads",
+          "[zero_config]") {
+  // stage_1_and_2.py reads the bucket, overlap, reduce_scatter, multi-rank all-reduce, all-gather
+  // bucket and round-robin keys; stage3.py and parameter_offload.py read sub_group_size and the
+  // stage3_* keys; without ZeRO the engine reads none of them.
+  const std::vector<std::string> stage12 = {"reduce_scatter", "use_multi_rank_bucket_allreduce",
+                                            "allgather_bucket_size", "round_robin_gradients"};
+  const std::vector<std::string> stage3 = {
+      "sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+      "stage3_max_live_parameters", "stage3_max_reuse_distance"};
+  const std::vector<std::string> zero = {"contiguous_gradients", "reduce_bucket_size",
+                                         "overlap_comm"};
+  for (int stage = 0; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    const json z = check_round_trip(built(stage))["zero_optimization"];
+    for (const std::string& k : stage12) CHECK(z.contains(k) == (stage == 1 || stage == 2));
+    for (const std::string& k : stage3) CHECK(z.contains(k) == (stage == 3));
+    for (const std::string& k : zero) CHECK(z.contains(k) == (stage >= 1));
+    CHECK(z["stage"] == stage);
+  }
+}
+
+TEST_CASE("an fp32 file turns fp16 and bf16 off in so many words", "[zero_config]") {
+  // The Hugging Face Trainer takes a file with no "fp16": {"enabled": false} to be fp16
+  // (HfTrainerDeepSpeedConfig.trainer_config_process), and Accelerate does too.
+  DsConfig c = built(2);
+  c.precision = c.grad_accum_dtype = Precision::kFp32;
+  json w = check_round_trip(c);
+  CHECK(w["fp16"] == json{{"enabled", false}});
+  CHECK(w["bf16"] == json{{"enabled", false}});
+  c.precision = c.grad_accum_dtype = Precision::kFp16;
+  w = check_round_trip(c);
+  CHECK(w["fp16"] == json{{"enabled", true}});
+  CHECK_FALSE(w.contains("bf16"));
+}
+
 TEST_CASE("configs built in code round-trip and validate", "[zero_config]") {
   std::vector<DsConfig> configs;
   for (int stage = 0; stage <= 3; ++stage) configs.push_back(built(stage));
@@ -129,7 +165,7 @@ TEST_CASE("configs built in code round-trip and validate", "[zero_config]") {
     CHECK_NOTHROW(validate_ds_config(configs[i], 8, "planner"));
     json w = check_round_trip(configs[i]);
     check_only_known_zero_keys(w);
-    CHECK(w["zero_optimization"].contains("overlap_comm"));
+    CHECK(w["zero_optimization"].contains("overlap_comm") == (configs[i].zero.stage >= 1));
   }
   // Offload blocks with device "none" and disabled checkpointing are not written.
   DsConfig quiet = built(2);
