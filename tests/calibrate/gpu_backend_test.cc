@@ -71,9 +71,16 @@ TEST_CASE("architectures and stock profiles from what CUDA reports", "[calibrate
   CHECK(stock_profile_for_device("NVIDIA A100-SXM4-80GB", 80 * gib) == "a100");
   CHECK(stock_profile_for_device("NVIDIA A100-SXM4-40GB", 40 * gib) == "a100-40g");
   CHECK(stock_profile_for_device("NVIDIA H100 80GB HBM3", 80 * gib) == "h100");
+  CHECK(stock_profile_for_device("NVIDIA H100 PCIe", 80 * gib) == "h100-pcie");
+  CHECK(stock_profile_for_device("NVIDIA A100 80GB PCIe", 80 * gib) == "a100-pcie");
+  CHECK(stock_profile_for_device("NVIDIA A100-PCIE-40GB", 40 * gib) == "a100-40g");
+  CHECK(stock_profile_for_device("NVIDIA L4", 22.5 * gib) == "l4");
+  CHECK(stock_profile_for_device("NVIDIA A10G", 22.5 * gib) == "a10g");
+  CHECK(stock_profile_for_device("NVIDIA L40S", 45 * gib) == "l40s");
+  CHECK(stock_profile_for_device("NVIDIA GeForce RTX 4090", 24 * gib) == "rtx4090");
+  CHECK(stock_profile_for_device("NVIDIA L40", 45 * gib).empty());
   CHECK(stock_profile_for_device("NVIDIA H200", 141 * gib) == "h200");
   CHECK(stock_profile_for_device("Tesla V100-SXM2-32GB", 32 * gib) == "v100");
-  CHECK(stock_profile_for_device("NVIDIA GeForce RTX 4090", 24 * gib) == "");
   for (Sweep s : {Sweep::kTiny, Sweep::kQuick, Sweep::kFull}) {
     CHECK(!gpu_gemm_shapes(s).empty());
     CHECK(gpu_copy_bytes(s) > 0);

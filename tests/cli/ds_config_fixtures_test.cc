@@ -55,6 +55,12 @@ TEST_CASE("every fixture ds_config is read or refused as its manifest records", 
       for (const auto& [pointer, want] : c.at("expect").items()) {
         INFO(pointer);
         const json::json_pointer p(pointer);
+        // The echo writes only the zero_optimization keys its stage reads (issue 15: a key a
+        // stage ignores would look as if it mattered); the batch keys, the stage and the
+        // precision are always there.
+        const bool stage_specific = pointer.rfind("/zero_optimization/", 0) == 0 &&
+                                    pointer != "/zero_optimization/stage";
+        if (stage_specific && !ds.contains(p)) continue;
         REQUIRE(ds.contains(p));
         CHECK(ds.at(p) == want);
       }
