@@ -17,7 +17,7 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/fingerprint.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 

@@ -30,7 +30,7 @@
 #include "sim/memory_model.h"
 #include "sim/step_costs.h"
 #include "sim/step_graph.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 
