@@ -86,28 +86,6 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   return plan;
 }
 
-const char* tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kGpu:
-      return "gpu";
-    case Tier::kPinnedHost:
-      return "pinned_host";
-    case Tier::kHost:
-      return "host";
-    case Tier::kNvme:
-      return "nvme";
-  }
-  return "?";
-}
-
-const char* category_name(Category category) {
-  static const char* const kNames[kNumCategories] = {
-      "params16",      "master32",    "optimizer_states", "grads",
-      "grads32",       "buckets",     "gathered_params",  "activations",
-      "checkpoints",   "swap_buffers", "runtime"};
-  return kNames[static_cast<int>(category)];
-}
-
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kForward:
@@ -118,35 +96,6 @@ const char* phase_name(Phase phase) {
       return "step";
   }
   return "?";
-}
-
-double MemoryBreakdown::total() const {
-  double t = 0;
-  for (double b : bytes) t += b;
-  return t;
-}
-
-Category MemoryBreakdown::dominant() const {
-  int best = 0;
-  for (int i = 1; i < kNumCategories; ++i) {
-    if (bytes[i] > bytes[best]) best = i;
-  }
-  return static_cast<Category>(best);
-}
-
-MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {
-  for (int i = 0; i < kNumCategories; ++i) bytes[i] += other.bytes[i];
-  return *this;
-}
-
-MemoryBreakdown MemoryBreakdown::scaled(double factor) const {
-  MemoryBreakdown out = *this;
-  for (double& b : out.bytes) b *= factor;
-  return out;
-}
-
-void MemoryBreakdown::add_fragmentation(double fraction) {
-  (*this)[Category::kRuntime] += fraction * (total() - (*this)[Category::kRuntime]);
 }
 
 bool MemoryReport::gpu_fits(double headroom) const {

@@ -25,6 +25,7 @@
 
 #include <vector>
 
+#include "hardware/cost_model.h"
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/memory_model.h"
