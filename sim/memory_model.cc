@@ -32,8 +32,8 @@ void for_each_param(const models::Model& model, Fn fn) {
   }
 }
 
-bool is_persistent(double numel, const ZeroConfig& z) {
-  return numel <= static_cast<double>(z.param_persistence_threshold);
+bool is_persistent(double numel, const SizesInputs& in) {
+  return numel <= static_cast<double>(in.param_persistence_threshold);
 }
 
 // The pinned-or-pageable tier of a host buffer DeepSpeed pins when `pin` is set.
@@ -122,12 +122,16 @@ double MemoryReport::gpu_short_by(double headroom) const {
 }
 
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config) {
-  const ZeroConfig& z = config.zero;
+  return zero_sizes(model, sizes_inputs(dp, config));
+}
+
+ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& in) {
+  const int dp = in.dp;
   ZeroSizes s;
   s.dp = dp;
-  s.param_bytes = precision_bytes(config.precision);
-  s.grad_accum_bytes = precision_bytes(config.grad_accum_dtype);
-  s.bucket = static_cast<double>(z.reduce_bucket_size);
+  s.param_bytes = precision_bytes(in.precision);
+  s.grad_accum_bytes = precision_bytes(in.grad_accum_dtype);
+  s.bucket = static_cast<double>(in.reduce_bucket_size);
   std::vector<double> partitions;  // stage 3: per tensor, in parameter order
   for_each_param(model, [&](double n) {
     s.psi += n;
@@ -135,9 +139,9 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
     // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
     partitions.push_back(std::ceil(n / dp));
   });
-  if (z.stage == 0) {
+  if (in.stage == 0) {
     s.partition = s.psi;
-  } else if (z.stage <= 2) {
+  } else if (in.stage <= 2) {
     // One flat buffer per group padded to a multiple of 2 * dp (nccl_start_alignment_factor),
     // ref §2.1 item 1.
     double align = 2.0 * dp;
@@ -145,11 +149,11 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   } else {
     for (double part : partitions) s.partition += part;
   }
-  s.cpu_partition = config.zero.offload_optimizer.device != OffloadDevice::kNone ? s.partition : 0;
-  if (z.stage != 3) return s;
+  s.cpu_partition = in.offload_optimizer != OffloadDevice::kNone ? s.partition : 0;
+  if (in.stage != 3) return s;
 
   // Persistent parameters (parameter_offload.py: mark_persistent_parameters), ref §2.2 item 9.
-  double model_cap = static_cast<double>(z.model_persistence_threshold);
+  double model_cap = static_cast<double>(in.model_persistence_threshold);
   std::vector<double> fetch_sizes;  // non-persistent elements of each module fetch, trace order
   for (const models::Layer& layer : model.layers()) {
     s.module_fetch.emplace_back();
@@ -158,7 +162,7 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
       for (const models::Param& prm : m.params) {
         double n = static_cast<double>(prm.numel);
         bool owned = m.tied_to.empty();
-        if (is_persistent(n, z) && (!owned || s.persistent + n <= model_cap)) {
+        if (is_persistent(n, in) && (!owned || s.persistent + n <= model_cap)) {
           if (owned) s.persistent += n;
         } else {
           fetch += n;
@@ -175,13 +179,13 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   // __params_to_release), ref §2.2 item 8.
   double after = 0;
   for (size_t i = fetch_sizes.size(); i-- > 0;) {
-    if (2 * after < static_cast<double>(z.max_reuse_distance)) s.reuse_retained += fetch_sizes[i];
+    if (2 * after < static_cast<double>(in.max_reuse_distance)) s.reuse_retained += fetch_sizes[i];
     after += fetch_sizes[i];
   }
   // Sub-groups of at least sub_group_size partition elements, closed at the last tensor
   // (stage3.py _create_fp16_sub_groups), ref §2.2 item 2.
   std::vector<double> groups;
-  double sub = static_cast<double>(z.sub_group_size);
+  double sub = static_cast<double>(in.sub_group_size);
   if (sub >= s.partition) {
     groups.push_back(s.partition);
   } else {
@@ -199,8 +203,8 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   s.max_sub_group = *std::max_element(groups.begin(), groups.end());
   // Partial offload: the last `ratio` of the sub-groups go to the CPU (_create_fp32_partitions:
   // sub-group i is on the CPU iff i >= int((1 - ratio) * count)), ref §2.2 "Partial offload".
-  if (z.offload_optimizer.device != OffloadDevice::kNone) {
-    int first_cpu = static_cast<int>((1 - z.offload_optimizer.ratio) * s.sub_groups);
+  if (in.offload_optimizer != OffloadDevice::kNone) {
+    int first_cpu = static_cast<int>((1 - in.offload_ratio) * s.sub_groups);
     s.cpu_partition = 0;
     for (int i = first_cpu; i < s.sub_groups; ++i) s.cpu_partition += groups[i];
   }
@@ -208,28 +212,19 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
 }
 
 const ZeroSizes& ZeroSizesCache::get(const models::Model& model, int dp, const DsConfig& config) {
-  // Every field zero_sizes reads (keep in step with it).
-  const ZeroConfig& z = config.zero;
+  const SizesInputs inputs = sizes_inputs(dp, config);
   Fingerprinter h;
   h.add(model.name());
   h.add(model.num_params());
   h.add(static_cast<int64_t>(model.layers().size()));
-  h.add(dp);
-  h.add(static_cast<int>(config.precision));
-  h.add(static_cast<int>(config.grad_accum_dtype));
-  h.add(z.stage);
-  h.add(z.reduce_bucket_size);
-  h.add(z.param_persistence_threshold);
-  h.add(z.model_persistence_threshold);
-  h.add(z.max_reuse_distance);
-  h.add(z.sub_group_size);
-  h.add(static_cast<int>(z.offload_optimizer.device));
-  h.add(z.offload_optimizer.ratio);
+  const GraphFingerprint f = fingerprint(inputs);
+  h.add(f.lo);
+  h.add(f.hi);
   const GraphFingerprint key = h.finish();
   auto it = sizes_.find(key);
   if (it != sizes_.end()) return it->second;
   if (sizes_.size() >= 1024) sizes_.clear();
-  return sizes_.emplace(key, zero_sizes(model, dp, config)).first->second;
+  return sizes_.emplace(key, zero_sizes(model, inputs)).first->second;
 }
 
 std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,

@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "sim/fingerprint.h"
 #include "sim/memory_breakdown.h"
+#include "sim/step_inputs.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
@@ -106,11 +107,14 @@ struct ActivationPlan {
 ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
                                 const Workload& workload);
 
-// REQUIRES: config passed validate_ds_config for dp.
+// REQUIRES: the inputs of a config that passed validate_ds_config for inputs.dp.
+ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& inputs);
+// zero_sizes(model, sizes_inputs(dp, config)).
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config);
 
 // zero_sizes of many configs, each distinct one computed once: the planner's configs differ
-// mostly in knobs zero_sizes does not read. Keyed by every field it reads. Not thread-safe.
+// mostly in knobs zero_sizes does not read. Keyed by the whole SizesInputs zero_sizes takes (and
+// the model's name and size, as a guard). Not thread-safe.
 class ZeroSizesCache {
  public:
   // The reference stays valid until the next get().

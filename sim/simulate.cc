@@ -90,96 +90,6 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
 
 // Outcomes a workspace remembers before it starts over (about 1 KB each).
 constexpr size_t kMaxOutcomes = 8192;
-// Whole step results a workspace remembers (a few KB each).
-constexpr size_t kMaxSteps = 4096;
-
-// The key of SimWorkspace::steps: every field of the configuration that simulate_step reads
-// (the ds_config's pass-through `other` blocks are read by nothing here), with stage 3's
-// prefetch window min(stage3_prefetch_bucket_size, stage3_max_live_parameters) -- the only place
-// either knob is read -- counted as 0 when it is below StepBuilder::inert_prefetch_window, and
-// dropped below stage 3. The model, cluster and workload are the workspace's own; their names
-// and sizes are mixed in as a guard against a workspace used for several.
-GraphFingerprint step_key(const models::Model& model, const hardware::Cluster& cluster,
-                          const DsConfig& c, const Workload& w, const ZeroSizes* sizes) {
-  // A field added to these structs must be added below (or said not to matter) first.
-  static_assert(sizeof(ZeroConfig) == 248, "ZeroConfig changed: update step_key");
-  static_assert(sizeof(OffloadParamConfig) == 72, "OffloadParamConfig changed: update step_key");
-  static_assert(sizeof(OffloadOptimizerConfig) == 64,
-                "OffloadOptimizerConfig changed: update step_key");
-  static_assert(sizeof(ActivationCheckpointingConfig) == 32,
-                "ActivationCheckpointingConfig changed: update step_key");
-  static_assert(sizeof(AioConfig) == 32, "AioConfig changed: update step_key");
-  static_assert(sizeof(DsConfig) == 376, "DsConfig changed: update step_key");
-  Fingerprinter h;
-  h.add(model.name());
-  h.add(model.num_params());
-  h.add(static_cast<int64_t>(model.layers().size()));
-  h.add(cluster.profile.name);
-  h.add(cluster.gpus);
-  h.add(cluster.nodes);
-  h.add(w.seq_len);
-  h.add(w.flash_attention);
-  const ZeroConfig& z = c.zero;
-  h.add(z.stage);
-  h.add(z.contiguous_gradients);
-  h.add(z.reduce_scatter);
-  h.add(z.reduce_bucket_size);
-  h.add(z.use_multi_rank_bucket_allreduce);
-  h.add(z.allgather_bucket_size);
-  h.add(z.overlap_comm);
-  h.add(z.round_robin_gradients);
-  const OffloadParamConfig& op = z.offload_param;
-  h.add(static_cast<int>(op.device));
-  h.add(op.nvme_path);
-  h.add(op.buffer_count);
-  h.add(op.buffer_size);
-  h.add(op.max_in_cpu);
-  h.add(op.pin_memory);
-  const OffloadOptimizerConfig& oo = z.offload_optimizer;
-  h.add(static_cast<int>(oo.device));
-  h.add(oo.nvme_path);
-  h.add(oo.buffer_count);
-  h.add(oo.pin_memory);
-  h.add(oo.pipeline_read);
-  h.add(oo.pipeline_write);
-  h.add(oo.fast_init);
-  h.add(oo.ratio);
-  h.add(z.sub_group_size);
-  h.add(z.param_persistence_threshold);
-  h.add(z.model_persistence_threshold);
-  h.add(z.max_reuse_distance);
-  double window = 0;
-  if (z.stage == 3) {
-    window = static_cast<double>(std::min(z.prefetch_bucket_size, z.max_live_parameters));
-    const double inert = StepBuilder::inert_prefetch_window(
-        sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, c));
-    if (window < inert) window = 0;
-  }
-  h.add(window);
-  h.add(c.train_batch_size);
-  h.add(c.micro_batch);
-  h.add(c.gradient_accumulation_steps);
-  h.add(static_cast<int>(c.precision));
-  h.add(static_cast<int>(c.grad_accum_dtype));
-  const ActivationCheckpointingConfig& ac = c.activation_checkpointing;
-  h.add(ac.enabled);
-  h.add(ac.partition_activations);
-  h.add(ac.cpu_checkpointing);
-  h.add(ac.contiguous_memory_optimization);
-  h.add(ac.number_checkpoints.has_value());
-  h.add(ac.number_checkpoints.value_or(0));
-  h.add(ac.synchronize_checkpoint_boundary);
-  h.add(ac.profile);
-  const AioConfig& aio = c.aio;
-  h.add(aio.block_size);
-  h.add(aio.queue_depth);
-  h.add(aio.intra_op_parallelism);
-  h.add(aio.single_submit);
-  h.add(aio.overlap_events);
-  h.add(aio.use_gds);
-  h.add(c.gradient_clipping);
-  return h.finish();
-}
 
 }  // namespace
 
@@ -212,19 +122,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
                          const DsConfig& config, const Workload& workload,
                          const SimulateOptions& options) {
   const bool observed = options.trace != nullptr || static_cast<bool>(options.observer);
-  // A configuration equivalent to one this workspace simulated: the same result, nothing built.
-  const bool reuse_step = options.reuse_steps && options.workspace != nullptr &&
-                          options.workspace->reuse_outcomes && !options.analytic_memory &&
-                          !observed && options.shuffle_seed == 0 && !options.every_micro_step;
-  GraphFingerprint step;
-  if (reuse_step) {
-    step = step_key(model, cluster, config, workload, options.sizes);
-    auto it = options.workspace->steps.find(step);
-    if (it != options.workspace->steps.end()) {
-      ++options.workspace->steps_reused;
-      return it->second;
-    }
-  }
   StepBuilder builder(model, cluster, config, workload, options.sizes);
   StepResult res;
   const int gas = static_cast<int>(config.gradient_accumulation_steps);
@@ -351,10 +248,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   // As the planner decides: a config fits only if the analytic bound fits too.
   if (options.analytic_memory) res.fits = res.fits && res.analytic.fits();
   if (options.trace != nullptr) options.trace->finish();
-  if (reuse_step) {
-    if (ws.steps.size() >= kMaxSteps) ws.steps.clear();
-    ws.steps.emplace(step, res);
-  }
   return res;
 }
 

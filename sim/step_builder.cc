@@ -16,11 +16,14 @@ using hardware::Collective;
 
 StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
                          const DsConfig& config, const Workload& workload, const ZeroSizes* sizes)
-    : model_(model), cluster_(cluster), config_(config), workload_(workload) {
-  sizes_ = sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config);
-  persistent_ = persistent_memory(sizes_, cluster, config);
-  acts_ = plan_activations(model, config, workload);
-  pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);
+    : model_(model),
+      cluster_(cluster),
+      sizes_(sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config)),
+      inputs_(step_inputs(config, workload, sizes_)) {
+  // From here on only the normalized inputs: config_ and workload_ refer to inputs_.
+  persistent_ = persistent_memory(sizes_, cluster, config_);
+  acts_ = plan_activations(model, config_, workload_);
+  pieces_ = plan_pieces(model, cluster.profile.gpu, config_, workload_, sizes_);
   layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
   for (size_t p = pieces_.size(); p-- > 0;)
     layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
@@ -28,12 +31,12 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
     module_base_.push_back(module_count_);
     module_count_ += static_cast<int>(layer.modules.size());
   }
-  const double fwd = model.forward_flops(workload.seq_len, config.micro_batch);
+  const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch);
   model_flops_ = 3 * fwd;
   double recomputed = 0;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     if (acts_.checkpointed[i]) {
-      recomputed += model.layer_forward_flops(i, workload.seq_len, config.micro_batch);
+      recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch);
     }
   }
   hardware_flops_ = model_flops_ + recomputed;

@@ -31,15 +31,18 @@
 #include "sim/memory_model.h"
 #include "sim/step_costs.h"
 #include "sim/step_graph.h"
+#include "sim/step_inputs.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 
 class StepBuilder {
  public:
-  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to all four
-  // arguments: they must outlive the builder. `sizes`, if given, is zero_sizes(model,
-  // cluster.gpus, config), which the builder then does not compute again.
+  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to `model`
+  // and `cluster`, which must outlive the builder. It reads the configuration and workload only
+  // through their StepInputs, step_inputs(config, workload, sizes) (sim/step_inputs.h), so that
+  // a memo keyed by those inputs cannot miss what it builds from. `sizes`, if given, is
+  // zero_sizes(model, cluster.gpus, config), which the builder then does not compute again.
   StepBuilder(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
               const Workload& workload, const ZeroSizes* sizes = nullptr);
 
@@ -99,9 +102,10 @@ class StepBuilder {
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;
-  const DsConfig& config_;
-  const Workload& workload_;
   ZeroSizes sizes_;
+  StepInputs inputs_;  // all the builder reads of the configuration and the workload
+  const DsConfig& config_ = inputs_.config;
+  const Workload& workload_ = inputs_.workload;
   std::array<MemoryBreakdown, kNumTiers> persistent_;
   ActivationPlan acts_;
   std::vector<Piece> pieces_;
