@@ -118,6 +118,94 @@ std::string StepResult::bottleneck() const {
   return out;
 }
 
+namespace {
+
+// The outcome of the graph in ws.graph (built unfinalized when `reuse`): one the workspace
+// remembers for its fingerprint, or the engine's run of it, kept in *fresh.
+const GraphOutcome& run_graph(SimWorkspace& ws, bool reuse, const EngineOptions& eo,
+                              GraphOutcome* fresh) {
+  StepGraph& graph = ws.graph;
+  GraphFingerprint key;
+  if (reuse) {
+    key = graph.fingerprint();
+    auto it = ws.outcomes.find(key);
+    if (it != ws.outcomes.end()) {
+      ++ws.reused;
+      return it->second;
+    }
+    graph.finalize();
+  }
+  ws.simulator.run(graph, eo, &ws.result);
+  ++ws.simulated;
+  ws.tasks_run += graph.tasks().size();
+  ws.tasks_jumped += ws.result.skipped_tasks;
+  *fresh = summarize(graph, ws.result);
+  if (reuse) {
+    if (ws.outcomes.size() >= kMaxOutcomes) ws.outcomes.clear();
+    ws.outcomes.emplace(key, *fresh);
+  }
+  return *fresh;
+}
+
+// Adds one simulated graph, standing for `repeat` of its kind, to *res: time, resources, wire
+// bytes, critical path, and the memory peak (host tiers and NVMe scaled to the node).
+void add_outcome(const GraphOutcome& out, int repeat, bool first, double per_node,
+                 const StepBuilder& builder, StepResult* res) {
+  res->step_time_s += out.duration_s * repeat;
+  res->tasks += out.tasks;
+  res->events += out.events;
+  for (int r = 0; r < kNumResources; ++r) {
+    res->resources[r].busy_s += out.resources[r].busy_s * repeat;
+    res->resources[r].exposed_s += out.resources[r].exposed_s * repeat;
+  }
+  res->wire_bytes += out.wire_bytes * repeat;
+  for (int k = 0; k < kNumTaskKinds; ++k) {
+    res->wire_bytes_by_kind[k] += out.wire_bytes_by_kind[k] * repeat;
+  }
+  for (int p = 0; p < kNumPathParts; ++p) {
+    res->critical_path_s[p] += out.critical_path_s[p] * repeat;
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
+    if (first || out.peak[t] * scale > res->peak_bytes[t]) {
+      res->peak_bytes[t] = out.peak[t] * scale;
+      res->at_peak[t] = out.at_peak[t].scaled(scale);
+    }
+    if (first) res->steady[t] = builder.persistent()[t].scaled(scale);
+  }
+}
+
+// Fragmentation on the GPU peak, and the rates: samples, tokens, FLOPs, MFU and HFU.
+void finish_rates(const hardware::Cluster& cluster, const StepBuilder& builder,
+                  StepResult* res) {
+  const DsConfig& config = builder.inputs().config;
+  const int gas = static_cast<int>(config.gradient_accumulation_steps);
+  // The caching allocator's fragmentation on top of what is allocated, as the analytic model
+  // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
+  // change during a step, so this grows with the allocated total and the peak stays where it was.
+  // (The engine's peak is its breakdown's total, so the total after is the new peak.)
+  {
+    const int gpu = static_cast<int>(Tier::kGpu);
+    res->at_peak[gpu].add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+    res->peak_bytes[gpu] = res->at_peak[gpu].total();
+  }
+  // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
+  const double samples = static_cast<double>(config.train_batch_size);
+  res->samples_per_s = samples / res->step_time_s;
+  res->tokens_per_s =
+      res->samples_per_s * static_cast<double>(builder.inputs().workload.seq_len);
+  res->model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
+  res->hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
+  res->tflops_per_gpu = res->model_flops_per_gpu / res->step_time_s / 1e12;
+  const double peak = config.precision == Precision::kFp32
+                          ? cluster.profile.gpu.peak_fp32_flops_per_s
+                          : cluster.profile.gpu.peak_flops_per_s;
+  res->mfu = res->model_flops_per_gpu / res->step_time_s / peak;
+  res->hfu = res->hardware_flops_per_gpu / res->step_time_s / peak;
+}
+
+}  // namespace
+
 StepResult simulate_step(const models::Model& model, const hardware::Cluster& cluster,
                          const DsConfig& config, const Workload& workload,
                          const SimulateOptions& options) {
@@ -134,9 +222,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   const double per_node = cluster.gpus_per_node();
   SimWorkspace local;
   SimWorkspace& ws = options.workspace != nullptr ? *options.workspace : local;
-  Simulator& simulator = ws.simulator;
-  StepGraph& graph = ws.graph;
-  EngineResult& er = ws.result;
   EngineOptions eo;
   eo.shuffle_seed = options.shuffle_seed;
   eo.record_memory = observed;
@@ -144,7 +229,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   const bool reuse =
       ws.reuse_outcomes && options.workspace != nullptr && !observed && options.shuffle_seed == 0;
   double offset_s = 0;
-  bool first = true;
   std::array<MemoryBreakdown, kNumTiers> boundary_memory{};
   GraphOutcome fresh;
   // The micro-steps (the boundary one last), then the optimizer step from where it left memory.
@@ -152,90 +236,25 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     const bool optimizer = i == steps.size();
     const int repeat = optimizer ? 1 : steps[i].second;
     if (optimizer) {
-      builder.build_optimizer_step(boundary_memory, &graph, /*finalize=*/!reuse);
+      builder.build_optimizer_step(boundary_memory, &ws.graph, /*finalize=*/!reuse);
     } else {
-      builder.build(steps[i].first, &graph, /*finalize=*/!reuse);
+      builder.build(steps[i].first, &ws.graph, /*finalize=*/!reuse);
     }
-    const GraphOutcome* out = nullptr;
-    GraphFingerprint key;
-    if (reuse) {
-      key = graph.fingerprint();
-      auto it = ws.outcomes.find(key);
-      if (it != ws.outcomes.end()) {
-        out = &it->second;
-        ++ws.reused;
-      } else {
-        graph.finalize();
-      }
-    }
-    if (out == nullptr) {
-      simulator.run(graph, eo, &er);
-      ++ws.simulated;
-      ws.tasks_run += graph.tasks().size();
-      ws.tasks_jumped += er.skipped_tasks;
-      fresh = summarize(graph, er);
-      out = &fresh;
-      if (reuse) {
-        if (ws.outcomes.size() >= kMaxOutcomes) ws.outcomes.clear();
-        ws.outcomes.emplace(key, fresh);
-      }
-    }
-    if (!optimizer && steps[i].first == gas - 1) boundary_memory = out->final_memory;
-    const double dur = out->duration_s;
+    const GraphOutcome& out = run_graph(ws, reuse, eo, &fresh);
+    if (!optimizer && steps[i].first == gas - 1) boundary_memory = out.final_memory;
+    const double dur = out.duration_s;
     if (optimizer) {
       res.optimizer_step_s = dur;
     } else {
       res.micro_step_s.push_back(dur);
       res.micro_step_repeats.push_back(repeat);
     }
-    res.step_time_s += dur * repeat;
-    res.tasks += out->tasks;
-    res.events += out->events;
-    for (int r = 0; r < kNumResources; ++r) {
-      res.resources[r].busy_s += out->resources[r].busy_s * repeat;
-      res.resources[r].exposed_s += out->resources[r].exposed_s * repeat;
-    }
-    res.wire_bytes += out->wire_bytes * repeat;
-    for (int k = 0; k < kNumTaskKinds; ++k) {
-      res.wire_bytes_by_kind[k] += out->wire_bytes_by_kind[k] * repeat;
-    }
-    for (int p = 0; p < kNumPathParts; ++p) {
-      res.critical_path_s[p] += out->critical_path_s[p] * repeat;
-    }
-    for (int t = 0; t < kNumTiers; ++t) {
-      double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
-      if (first || out->peak[t] * scale > res.peak_bytes[t]) {
-        res.peak_bytes[t] = out->peak[t] * scale;
-        res.at_peak[t] = out->at_peak[t].scaled(scale);
-      }
-      if (first) res.steady[t] = builder.persistent()[t].scaled(scale);
-    }
-    if (options.trace != nullptr) options.trace->add(graph, er, offset_s, per_node);
-    if (options.observer) options.observer(graph, er, offset_s);
+    add_outcome(out, repeat, /*first=*/i == 0, per_node, builder, &res);
+    if (options.trace != nullptr) options.trace->add(ws.graph, ws.result, offset_s, per_node);
+    if (options.observer) options.observer(ws.graph, ws.result, offset_s);
     offset_s += dur;
-    first = false;
   }
-  // The caching allocator's fragmentation on top of what is allocated, as the analytic model
-  // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
-  // change during a step, so this grows with the allocated total and the peak stays where it was.
-  // (The engine's peak is its breakdown's total, so the total after is the new peak.)
-  {
-    const int gpu = static_cast<int>(Tier::kGpu);
-    res.at_peak[gpu].add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
-    res.peak_bytes[gpu] = res.at_peak[gpu].total();
-  }
-  // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
-  const double samples = static_cast<double>(config.train_batch_size);
-  res.samples_per_s = samples / res.step_time_s;
-  res.tokens_per_s = res.samples_per_s * static_cast<double>(workload.seq_len);
-  res.model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
-  res.hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
-  res.tflops_per_gpu = res.model_flops_per_gpu / res.step_time_s / 1e12;
-  const double peak = config.precision == Precision::kFp32
-                          ? cluster.profile.gpu.peak_fp32_flops_per_s
-                          : cluster.profile.gpu.peak_flops_per_s;
-  res.mfu = res.model_flops_per_gpu / res.step_time_s / peak;
-  res.hfu = res.hardware_flops_per_gpu / res.step_time_s / peak;
+  finish_rates(cluster, builder, &res);
   if (options.analytic_memory) {
     res.analytic = analyze_memory(model, cluster, config, builder.sizes(), builder.activations());
   }

@@ -23,6 +23,7 @@
 #ifndef ZPLAN_SIM_STEP_BUILDER_H_
 #define ZPLAN_SIM_STEP_BUILDER_H_
 
+#include <limits>
 #include <vector>
 
 #include "hardware/cost_model.h"
@@ -62,10 +63,12 @@ class StepBuilder {
 
   // Stage 3's prefetch window is min(stage3_prefetch_bucket_size, stage3_max_live_parameters),
   // read nowhere else. Any window below this bound builds the same graphs as a window of 0 (see
-  // build_stage3): the reach it adds needs kFetchLookahead + 1 consecutive fetches to fit.
+  // Stage3Pass): the reach it adds needs kFetchLookahead + 1 consecutive fetches to fit.
   // Infinite when nothing is fetched.
   static double inert_prefetch_window(const ZeroSizes& sizes);
 
+  // What it builds from (config and workload normalized, sim/step_inputs.h).
+  const StepInputs& inputs() const { return inputs_; }
   const ZeroSizes& sizes() const { return sizes_; }
   const ActivationPlan& activations() const { return acts_; }
   // Model states and persistent buffers per rank (persistent_memory of sizes()).
@@ -78,10 +81,18 @@ class StepBuilder {
 
  private:
   struct Ctx;  // the state of one build() call
+  class SimpleBackward;  // stages 0-2's backward, one per build (step_builder.cc)
+  class Stage3Pass;      // stage 3's forward and backward, one per build (step_builder_stage3.cc)
   void build_forward_simple(Ctx& c) const;
-  void build_backward_simple(Ctx& c) const;
-  void build_stage3(Ctx& c) const;
+  void build_backward_simple(Ctx& c) const;  // a SimpleBackward
+  void build_stage3(Ctx& c) const;           // a Stage3Pass
   void build_optimizer(Ctx& c) const;
+  void optimizer_stage0(Ctx& c) const;
+  void optimizer_stages12(Ctx& c) const;
+  void optimizer_stage3(Ctx& c) const;  // per sub-group
+  // A task of the optimizer step, sub-group `index`, after `after` unless that is kNoTaskId.
+  TaskId step_task(Ctx& c, const Task& t, int index = -1,
+                   TaskId after = std::numeric_limits<TaskId>::max()) const;
   TaskId add_compute(Ctx& c, TaskKind kind, int piece) const;
   // Adds `t` to this build's graph as part of its micro-step (or the optimizer step), naming
   // `layer` and `index`, after `after` unless that is kNoTaskId; returns its id.
