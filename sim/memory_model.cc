@@ -317,194 +317,269 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
                         plan_activations(model, config, workload));
 }
 
-MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
-                            const DsConfig& config, const ZeroSizes& s,
-                            const ActivationPlan& acts) {
-  const ZeroConfig& z = config.zero;
-  const std::array<MemoryBreakdown, kNumTiers> base = persistent_memory(s, cluster, config);
-  const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
-  const bool offload_opt = z.offload_optimizer.device != OffloadDevice::kNone;
-  const bool gas = config.gradient_accumulation_steps > 1;
-  const auto& layers = model.layers();
-  const size_t n_layers = layers.size();
-  const double ranks_per_node = cluster.gpus_per_node();
-  const int act_tier = acts.checkpoints_on_host ? kHost : kGpu;
-  const Category ckpt_cat = config.activation_checkpointing.enabled ? Category::kCheckpoints
-                                                                    : Category::kActivations;
+namespace {
 
-  MemoryReport report;
-  auto start_phase = [&](Phase ph) {
+// The walk analyze_memory takes through one step: a candidate moment of each phase, built on the
+// persistent memory, and the phase's peak among them. Per rank; analyze_memory scales host tiers
+// and NVMe to the node afterwards.
+class PhaseWalk {
+ public:
+  PhaseWalk(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
+            const ZeroSizes& s, const ActivationPlan& acts)
+      : config_(config),
+        s_(s),
+        acts_(acts),
+        z_(config.zero),
+        base_(persistent_memory(s, cluster, config)),
+        p_(s.param_bytes),
+        a_(s.grad_accum_bytes),
+        P_(s.partition),
+        offload_opt_(z_.offload_optimizer.device != OffloadDevice::kNone),
+        gas_(config.gradient_accumulation_steps > 1),
+        layers_(model.layers()),
+        n_layers_(layers_.size()),
+        act_tier_(acts.checkpoints_on_host ? kHost : kGpu),
+        ckpt_cat_(config.activation_checkpointing.enabled ? Category::kCheckpoints
+                                                          : Category::kActivations) {}
+
+  const std::array<MemoryBreakdown, kNumTiers>& base() const { return base_; }
+
+  // Forward: activations grow layer by layer; stage 3 gathers modules.
+  PhaseMemory forward_peak() const;
+  // Backward: from the last layer down, activations are released as gradients appear.
+  PhaseMemory backward_peak() const;
+  // Step: activations are gone; the optimizer's transients appear.
+  PhaseMemory step_phase() const;
+  // The ZeRO paper's model states on the GPU (MemoryReport::gpu_model_state_bytes).
+  double gpu_model_state_bytes() const;
+
+ private:
+  PhaseMemory start_phase(Phase ph) const {
     PhaseMemory pm;
     pm.phase = ph;
-    pm.tiers = base;
+    pm.tiers = base_;
     return pm;
-  };
+  }
   // Among candidate moments of a phase, keep the one with the most GPU memory.
-  auto keep_max = [](PhaseMemory& best, const PhaseMemory& cand, bool first) {
+  static void keep_max(PhaseMemory& best, const PhaseMemory& cand, bool first) {
     if (first || cand[Tier::kGpu].total() > best[Tier::kGpu].total()) best = cand;
-  };
-
+  }
   // Gradients that exist through forward: stage 0/1 accumulate full 16-bit grads in param.grad
   // across micro-steps (ref §2.1 item 7, §2.3); stage 2 keeps the accumulated partition
   // (all_grad_tensors, item 6). Counted for micro-steps after the first.
-  auto carried_grads = [&](PhaseMemory& pm) {
-    if (!gas) return;
-    if (z.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p * s.psi;
-    if (z.stage == 2 && !offload_opt) pm[Tier::kGpu][Category::kGrads] += a * P;
-  };
-
+  void carried_grads(PhaseMemory& pm) const {
+    if (!gas_) return;
+    if (z_.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p_ * s_.psi;
+    if (z_.stage == 2 && !offload_opt_) pm[Tier::kGpu][Category::kGrads] += a_ * P_;
+  }
   // Checkpoints of checkpointed layers (on the host with cpu_checkpointing) and the stored
   // activations of the others, for layers [0, i).
-  auto add_kept = [&](PhaseMemory& pm, double ckpt_bytes, double plain_bytes) {
-    pm[static_cast<Tier>(act_tier)][ckpt_cat] += ckpt_bytes;
+  void add_kept(PhaseMemory& pm, double ckpt_bytes, double plain_bytes) const {
+    pm[static_cast<Tier>(act_tier_)][ckpt_cat_] += ckpt_bytes;
     pm[Tier::kGpu][Category::kActivations] += plain_bytes;
-  };
-  auto is_ckpt = [&](size_t i) { return acts.checkpointed[i]; };
-
-  // --- Forward: activations grow layer by layer; stage 3 gathers modules. ---
-  {
-    PhaseMemory best;
-    double kept_ckpt = 0, kept_plain = 0;
-    for (size_t i = 0; i < n_layers; ++i) {
-      PhaseMemory pm = start_phase(Phase::kForward);
-      carried_grads(pm);
-      add_kept(pm, kept_ckpt, kept_plain);
-      // A checkpointed layer runs its forward without keeping intermediates: they exist only
-      // while it runs (extra = stored + workspace); others keep theirs.
-      pm[Tier::kGpu][Category::kActivations] +=
-          is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
-      if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
-      keep_max(best, pm, i == 0);
-      (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
-    }
-    report.phases[0] = best;
   }
+  bool is_ckpt(size_t i) const { return acts_.checkpointed[i]; }
+  // The gradients, buckets and gathered parameters of stage z.stage while layer i's backward
+  // runs, `grads_done` elements of gradients produced so far (layers >= i).
+  void add_backward_terms(MemoryBreakdown& g, size_t i, double layer_numel,
+                          double grads_done) const;
 
-  // --- Backward: from the last layer down, activations are released as gradients appear. ---
-  {
-    PhaseMemory best;
-    double ckpt_below = 0, plain_below = 0;
-    for (size_t i = 0; i < n_layers; ++i) (is_ckpt(i) ? ckpt_below : plain_below) += acts.kept[i];
-    double grads_done = 0;  // elements of gradients produced so far (layers >= i)
-    for (size_t i = n_layers; i-- > 0;) {
-      (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
-      double layer_numel = static_cast<double>(layers[i].numel());
-      grads_done += layer_numel;
-      PhaseMemory pm = start_phase(Phase::kBackward);
-      MemoryBreakdown& g = pm[Tier::kGpu];
-      add_kept(pm, ckpt_below, plain_below);
-      // The layer's own stored activations (recomputed under checkpointing) and workspace.
-      g[Category::kActivations] += is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
-      switch (z.stage) {
-        case 0:
-        case 1: {
-          // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
-          g[Category::kGrads] += p * (gas ? s.psi : grads_done);
-          bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
-          if (z.stage == 0 && reduce_now) {
-            g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
-          }
-          if (z.stage == 1) {
-            // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
-            if (z.contiguous_gradients) {
-              g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
-            }
-            g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
-            if (offload_opt) {
-              g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
-            } else {
-              g[Category::kGrads] += a * P;  // grads_in_partition
-            }
-          }
-          break;
-        }
-        case 2: {
-          // Gradients of the layer in flight before its hooks copy them into the bucket.
-          g[Category::kGrads] += p * layer_numel;
-          if (!offload_opt) g[Category::kGrads] += a * P * (gas ? 2 : 1);  // items 6
-          if (z.contiguous_gradients) {
-            g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
-          }
-          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
-          if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
-          break;
-        }
-        case 3: {
-          // One module's full 16-bit grads before the hook copies them into the IPG bucket, and
-          // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
-          double largest_module = 0;
-          for (const models::Module& m : layers[i].modules) {
-            largest_module = std::max(largest_module, static_cast<double>(m.numel()));
-          }
-          g[Category::kGrads] += p * largest_module;
-          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
-          g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers);
-          break;
-        }
-      }
-      keep_max(best, pm, i + 1 == n_layers);
-    }
-    report.phases[1] = best;
+  const DsConfig& config_;
+  const ZeroSizes& s_;
+  const ActivationPlan& acts_;
+  const ZeroConfig& z_;
+  const std::array<MemoryBreakdown, kNumTiers> base_;
+  const double p_, a_, P_;
+  const bool offload_opt_;
+  const bool gas_;
+  const std::vector<models::Layer>& layers_;
+  const size_t n_layers_;
+  const int act_tier_;
+  const Category ckpt_cat_;
+};
+
+PhaseMemory PhaseWalk::forward_peak() const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const ActivationPlan& acts = acts_;
+  const double p = p_;
+  PhaseMemory best;
+  double kept_ckpt = 0, kept_plain = 0;
+  for (size_t i = 0; i < n_layers_; ++i) {
+    PhaseMemory pm = start_phase(Phase::kForward);
+    carried_grads(pm);
+    add_kept(pm, kept_ckpt, kept_plain);
+    // A checkpointed layer runs its forward without keeping intermediates: they exist only
+    // while it runs (extra = stored + workspace); others keep theirs.
+    pm[Tier::kGpu][Category::kActivations] +=
+        is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+    if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
+    keep_max(best, pm, i == 0);
+    (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
   }
+  return best;
+}
 
-  // --- Step: activations are gone; the optimizer's transients appear. ---
-  {
-    PhaseMemory pm = start_phase(Phase::kStep);
+PhaseMemory PhaseWalk::backward_peak() const {
+  const ActivationPlan& acts = acts_;
+  PhaseMemory best;
+  double ckpt_below = 0, plain_below = 0;
+  for (size_t i = 0; i < n_layers_; ++i) (is_ckpt(i) ? ckpt_below : plain_below) += acts.kept[i];
+  double grads_done = 0;  // elements of gradients produced so far (layers >= i)
+  for (size_t i = n_layers_; i-- > 0;) {
+    (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
+    double layer_numel = static_cast<double>(layers_[i].numel());
+    grads_done += layer_numel;
+    PhaseMemory pm = start_phase(Phase::kBackward);
     MemoryBreakdown& g = pm[Tier::kGpu];
-    if (z.stage == 0) {
-      g[Category::kGrads] += p * s.psi;
-      // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
-      if (config.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
-    } else if (z.stage <= 2) {
-      if (!offload_opt) {
-        // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
-        g[Category::kGrads] += a * P + p * P;
-        g[Category::kGrads32] += 4 * P;
-      }
-    } else {
-      // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
-      if (s.cpu_partition < P) {
-        double S = std::min(s.max_sub_group, P - s.cpu_partition);
-        g[Category::kGrads] += p * S;
-        g[Category::kGrads32] += 4 * S;
-      }
-    }
-    report.phases[2] = pm;
+    add_kept(pm, ckpt_below, plain_below);
+    // The layer's own stored activations (recomputed under checkpointing) and workspace.
+    g[Category::kActivations] += is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+    add_backward_terms(g, i, layer_numel, grads_done);
+    keep_max(best, pm, i + 1 == n_layers_);
   }
+  return best;
+}
 
-  // Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment.
+void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_numel,
+                                   double grads_done) const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const double p = p_, a = a_, P = P_;
+  const bool gas = gas_, offload_opt = offload_opt_;
+  switch (z.stage) {
+    case 0:
+    case 1: {
+      // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
+      g[Category::kGrads] += p * (gas ? s.psi : grads_done);
+      bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
+      if (z.stage == 0 && reduce_now) {
+        g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
+      }
+      if (z.stage == 1) {
+        // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
+        if (z.contiguous_gradients) {
+          g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+        }
+        g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+        if (offload_opt) {
+          g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
+        } else {
+          g[Category::kGrads] += a * P;  // grads_in_partition
+        }
+      }
+      break;
+    }
+    case 2: {
+      // Gradients of the layer in flight before its hooks copy them into the bucket.
+      g[Category::kGrads] += p * layer_numel;
+      if (!offload_opt) g[Category::kGrads] += a * P * (gas ? 2 : 1);  // items 6
+      if (z.contiguous_gradients) {
+        g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+      }
+      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+      if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
+      break;
+    }
+    case 3: {
+      // One module's full 16-bit grads before the hook copies them into the IPG bucket, and
+      // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
+      double largest_module = 0;
+      for (const models::Module& m : layers_[i].modules) {
+        largest_module = std::max(largest_module, static_cast<double>(m.numel()));
+      }
+      g[Category::kGrads] += p * largest_module;
+      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
+      g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers_);
+      break;
+    }
+  }
+}
+
+PhaseMemory PhaseWalk::step_phase() const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const double p = p_, a = a_, P = P_;
+  PhaseMemory pm = start_phase(Phase::kStep);
+  MemoryBreakdown& g = pm[Tier::kGpu];
+  if (z.stage == 0) {
+    g[Category::kGrads] += p * s.psi;
+    // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
+    if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
+  } else if (z.stage <= 2) {
+    if (!offload_opt_) {
+      // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
+      g[Category::kGrads] += a * P + p * P;
+      g[Category::kGrads32] += 4 * P;
+    }
+  } else {
+    // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
+    if (s.cpu_partition < P) {
+      double S = std::min(s.max_sub_group, P - s.cpu_partition);
+      g[Category::kGrads] += p * S;
+      g[Category::kGrads32] += 4 * S;
+    }
+  }
+  return pm;
+}
+
+double PhaseWalk::gpu_model_state_bytes() const {
+  const MemoryBreakdown& g0 = base_[kGpu];
+  double bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
+                 g0[Category::kOptimizerStates] + g0[Category::kGrads];
+  // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
+  if (z_.stage <= 1) bytes += p_ * s_.psi;
+  if (z_.stage == 2 && !offload_opt_) bytes += a_ * P_;
+  return bytes;
+}
+
+// Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment; host
+// tiers and NVMe from per rank to per node.
+void scale_phases(const hardware::Cluster& cluster, MemoryReport* report) {
   const double frag = cluster.profile.runtime.allocator_fragmentation;
-  for (PhaseMemory& pm : report.phases) {
+  const double ranks_per_node = cluster.gpus_per_node();
+  for (PhaseMemory& pm : report->phases) {
     pm[Tier::kGpu].add_fragmentation(frag);
-    // Host tiers and NVMe: per node.
     for (int t : {kPinned, kHost, kNvme}) pm.tiers[t] = pm.tiers[t].scaled(ranks_per_node);
   }
+}
 
+// Each tier's peak over the phases against its capacity, and the host pool's combined peak.
+void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
   const auto& prof = cluster.profile;
   const double capacity[kNumTiers] = {prof.gpu.memory_bytes, prof.node.host_memory_bytes,
                                       prof.node.host_memory_bytes, prof.node.nvme_capacity_bytes};
   for (int t = 0; t < kNumTiers; ++t) {
-    TierSummary& ts = report.tiers[t];
+    TierSummary& ts = report->tiers[t];
     ts.capacity_bytes = capacity[t];
     for (int ph = 0; ph < kNumPhases; ++ph) {
-      const MemoryBreakdown& b = report.phases[ph].tiers[t];
+      const MemoryBreakdown& b = report->phases[ph].tiers[t];
       if (ph == 0 || b.total() > ts.peak_bytes) {
         ts.peak_bytes = b.total();
-        ts.peak_phase = report.phases[ph].phase;
+        ts.peak_phase = report->phases[ph].phase;
         ts.at_peak = b;
       }
     }
   }
-  for (const PhaseMemory& pm : report.phases) {
-    report.host_peak_bytes =
-        std::max(report.host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
+  for (const PhaseMemory& pm : report->phases) {
+    report->host_peak_bytes =
+        std::max(report->host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
   }
-  const MemoryBreakdown& g0 = base[kGpu];
-  report.gpu_model_state_bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
-                                 g0[Category::kOptimizerStates] + g0[Category::kGrads];
-  // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
-  if (z.stage <= 1) report.gpu_model_state_bytes += p * s.psi;
-  if (z.stage == 2 && !offload_opt) report.gpu_model_state_bytes += a * P;
+}
+
+}  // namespace
+
+MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
+                            const DsConfig& config, const ZeroSizes& s,
+                            const ActivationPlan& acts) {
+  const PhaseWalk walk(model, cluster, config, s, acts);
+  MemoryReport report;
+  report.phases[0] = walk.forward_peak();
+  report.phases[1] = walk.backward_peak();
+  report.phases[2] = walk.step_phase();
+  scale_phases(cluster, &report);
+  summarize_tiers(cluster, &report);
+  report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
   return report;
 }
 
