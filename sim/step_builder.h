@@ -81,7 +81,7 @@ class StepBuilder {
 
  private:
   struct Ctx;  // the state of one build() call
-  class SimpleBackward;  // stages 0-2's backward, one per build (step_builder.cc)
+  class SimpleBackward;  // stages 0-2's backward, one per build (step_builder_simple.cc)
   class Stage3Pass;      // stage 3's forward and backward, one per build (step_builder_stage3.cc)
   void build_forward_simple(Ctx& c) const;
   void build_backward_simple(Ctx& c) const;  // a SimpleBackward
