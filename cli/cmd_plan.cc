@@ -12,6 +12,7 @@
 #include "cli/table.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
+#include "planner/launch.h"
 #include "planner/report_html.h"
 #include "planner/text.h"
 #include "planner/timeline.h"
@@ -25,6 +26,7 @@ using planner::Knob;
 struct PlanCliOptions {
   SearchCliOptions search;
   std::string out = "ds_config.json";
+  std::string out_format = "deepspeed";
   double offload_margin = planner::kDefaultOffloadMargin;
 };
 
@@ -207,8 +209,15 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.search.report.empty() && same_file(o.out, o.search.report)) {
     throw InputError("--report", o.search.report + " is also --out, where the ds_config goes");
   }
+  planner::DsConfigFormat format = planner::DsConfigFormat::kDeepSpeed;
+  if (o.out_format == "hf") {
+    format = planner::DsConfigFormat::kHf;
+  } else if (o.out_format != "deepspeed") {
+    throw InputError("--out-format", "must be deepspeed or hf, got \"" + o.out_format + "\"");
+  }
   const planner::Problem& p = rs.problem;
   planner::PlanOptions po;
+  po.ds_config_format = format;
   po.eval.threads = o.search.threads;
   po.eval.progress = progress_bar();
   po.offload_margin = o.offload_margin;
@@ -221,7 +230,10 @@ int run_plan(const PlanCliOptions& o) {
   std::string written;
   if (r.recommended) {
     const planner::Candidate& c = s.candidates[*r.recommended];
-    sim::DsConfig config = planner::to_ds_config(c, planner::base_config(p, s.space.batch), p);
+    const sim::DsConfig planned =
+        planner::to_ds_config(c, planner::base_config(p, s.space.batch), p);
+    // The file adds what a job needs beyond the keys the prediction reads (planner/launch.h).
+    sim::DsConfig config = planner::runnable_config(planned, format);
     // What is written must read back as the same batch split (validate round-trips it through
     // parse_ds_config).
     sim::validate_ds_config(config, p.cluster.gpus, "recommended ds_config");
@@ -259,6 +271,11 @@ int run_plan(const PlanCliOptions& o) {
       rec["why"] = r.why;
       rec["ds_config"] = nlohmann::json::parse(ds_json_text);
       rec["ds_config_file"] = o.out;
+      rec["ds_config_format"] = planner::ds_config_format_name(format);
+      rec["launch"] = planner::launch_commands_json(planner::launch_commands(
+          p,
+          planner::to_ds_config(s.candidates[i], planner::base_config(p, s.space.batch), p),
+          o.out, format));
       j["recommended"] = rec;
       nlohmann::json alts = nlohmann::json::array();
       for (const planner::Alternative& a : r.alternatives) {
@@ -285,6 +302,11 @@ int run_plan(const PlanCliOptions& o) {
 void add_plan_options(CLI::App& app, PlanCliOptions& o) {
   add_search_options(app, o.search);
   app.add_option("--out", o.out, "where to write the recommended ds_config.json")
+      ->capture_default_str();
+  app.add_option("--out-format", o.out_format,
+                 "who reads the written file: deepspeed (every value written; starts under any "
+                 "launcher) or hf (the Hugging Face Trainer's form: the optimizer's "
+                 "hyper-parameters \"auto\", taken from the Trainer's flags)")
       ->capture_default_str();
   app.add_option("--offload-margin", o.offload_margin,
                  "how much faster (fraction) an offloading config must be to be recommended "

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "models/input_error.h"
+#include "planner/launch.h"
 #include "planner/text.h"
 #include "planner/what_would_fit.h"
 
@@ -82,18 +83,10 @@ bool in_list(const std::vector<size_t>& v, size_t x) {
 
 std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
                                      const Evaluation& e, const sim::DsConfig& config,
-                                     const std::string& file) {
-  std::vector<std::string> out;
+                                     const PlanOptions& options) {
   const hardware::Cluster& cl = problem.cluster;
-  if (cl.nodes > 1) {
-    out.push_back(
-        strf("launch: deepspeed --hostfile hostfile --num_nodes %d --num_gpus %d "
-             "train.py --deepspeed %s",
-             cl.nodes, cl.gpus_per_node(), file.c_str()));
-  } else {
-    out.push_back(
-        strf("launch: deepspeed --num_gpus %d train.py --deepspeed %s", cl.gpus, file.c_str()));
-  }
+  std::vector<std::string> out =
+      launch_lines(problem, config, options.ds_config_file, options.ds_config_format);
   out.push_back(strf(
       "train on sequences of %lld tokens: the prediction and the batch keys "
       "(train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs) assume it",
@@ -103,7 +96,8 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
   if (c[Knob::kCheckpointing]) {
     out.push_back(
         "activation checkpointing: turn it on in the model -- Hugging Face: "
-        "model.gradient_checkpointing_enable(); Megatron-DeepSpeed: --checkpoint-activations; "
+        "--gradient_checkpointing or model.gradient_checkpointing_enable(); Megatron-DeepSpeed: "
+        "--checkpoint-activations; "
         "else wrap each block in deepspeed.checkpointing.checkpoint -- the "
         "activation_checkpointing block only configures DeepSpeed's implementation");
   }
@@ -113,11 +107,6 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "SDPA); without one, re-plan with --no-flash-attention");
   }
   if (c.offload_level() > 0) {
-    out.push_back(
-        "offload: let DeepSpeed build the optimizer (an \"optimizer\" block, e.g. "
-        "AdamW) or pass DeepSpeedCPUAdam; DeepSpeed refuses a plain torch optimizer "
-        "with offload, and compiles its cpu_adam op at first use (needs a C++ "
-        "toolchain, or DS_BUILD_CPU_ADAM=1 at install)");
     out.push_back(strf(
         "host memory: %s per node of %s at the peak (%s pinned)", gib(e.host_peak_bytes).c_str(),
         gib(cl.profile.node.host_memory_bytes).c_str(), gib(e.peak_bytes[kPinned]).c_str()));
@@ -386,7 +375,7 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options.offload_margin)});
 
   const sim::DsConfig config = to_ds_config(crec, base_config(problem, s.space.batch), problem);
-  r.needs = needs_lines(problem, crec, s.evals[rec], config, options.ds_config_file);
+  r.needs = needs_lines(problem, crec, s.evals[rec], config, options);
   // Offload chosen because nothing without it fits: say what it would take without.
   if (crec.offload_level() > 0) {
     bool plain_fits = false;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planner/evaluate.h"
+#include "planner/launch.h"
 #include "planner/search_space.h"
 
 namespace zplan::planner {
@@ -44,7 +45,8 @@ inline constexpr double kDefaultOffloadMargin = 0.30;
 struct PlanOptions {
   EvalOptions eval;
   double offload_margin = kDefaultOffloadMargin;
-  std::string ds_config_file = "ds_config.json";  // named in the launch line
+  std::string ds_config_file = "ds_config.json";  // named in the launch lines
+  DsConfigFormat ds_config_format = DsConfigFormat::kDeepSpeed;  // what the written file is for
 };
 
 struct Alternative {

@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include "calibrate/calibrate.h"
-#include "calibrate/check.h"
-#include "calibrate/config.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
+#include "kernels/check.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {
@@ -41,7 +41,7 @@ TEST_CASE("check macros throw one line with file, line, call and the library's m
   try {
     ZPLAN_CUDA_CHECK(fails());
     FAIL("no throw");
-  } catch (const BackendError& e) {
+  } catch (const kernels::BackendError& e) {
     const std::string what = e.what();
     CHECK_THAT(what, Catch::Matches("tests/calibrate/gpu_backend_test\\.cc:[0-9]+: CUDA call "
                                     "fails\\(\\) failed: out of memory"));
@@ -82,7 +82,7 @@ TEST_CASE("architectures and stock profiles from what CUDA reports", "[calibrate
 
 // The message a GPU backend gives on a machine without a GPU; "" if this machine has one.
 std::string no_device_message(const std::string& backend) {
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   try {
     make_backend(backend)->check(*group, ProbeOptions{});
   } catch (const InputError& e) {
@@ -105,7 +105,7 @@ TEST_CASE("without a GPU, cuda says so in one line", "[calibrate][gpu]") {
   CalibrateOptions o;
   o.backends = "host,cuda";
   o.probe.sweep = Sweep::kTiny;
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CHECK_THROWS_WITH(calibrate(o, *group, quiet), what);
 #else
