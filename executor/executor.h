@@ -37,7 +37,7 @@
 #include "models/model.h"
 #include "sim/engine.h"
 #include "sim/memory_model.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::executor {
 

@@ -22,7 +22,7 @@
 
 #include "models/model.h"
 #include "sim/step_builder.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::executor {
 

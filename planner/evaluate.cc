@@ -7,6 +7,9 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+
+#include "sim/step_inputs.h"
 
 namespace zplan::planner {
 
@@ -15,26 +18,28 @@ namespace {
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
+// Candidates a thread takes at a time for their analytic bound (microseconds each).
+constexpr size_t kAnalyticChunk = 16;
 constexpr auto kProgressPeriod = std::chrono::milliseconds(100);
 
-// The units of work threads take: the candidates that share stage, offload, micro-batch,
-// accumulation and checkpointing, in enumeration order. Configurations equivalent to each other
-// (a knob the stage does not read, an inert prefetch window) and those sharing micro-step graphs
-// (sub-group sizes) differ only in the other knobs, so each unit's reuse happens in one thread's
-// workspace whatever the timing: which configs are answered from an equivalent one is the same
-// in every build, on any number of threads. Units are handed out largest first (a stage-3 unit
-// of many tuning knobs costs most), so threads finish together.
-std::vector<std::vector<size_t>> work_units(const std::vector<Candidate>& candidates) {
+// The units of work the simulating threads take: the groups of equivalent candidates (led by
+// `leaders`) that share stage, offload, micro-batch, accumulation and checkpointing, in
+// enumeration order. Configurations sharing micro-step graphs (sub-group sizes) differ only in
+// the other knobs, so each unit's graph reuse happens in one thread's workspace whatever the
+// timing. Units are handed out largest first (a stage-3 unit of many tuning knobs costs most),
+// so threads finish together.
+std::vector<std::vector<uint32_t>> work_units(const std::vector<Candidate>& candidates,
+                                              const std::vector<uint32_t>& leaders) {
   std::map<std::array<int64_t, 6>, size_t> unit_of;
-  std::vector<std::vector<size_t>> units;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const Candidate& c = candidates[i];
+  std::vector<std::vector<uint32_t>> units;
+  for (uint32_t g = 0; g < leaders.size(); ++g) {
+    const Candidate& c = candidates[leaders[g]];
     const std::array<int64_t, 6> key = {c[Knob::kStage],        c[Knob::kOffloadOptimizer],
                                         c[Knob::kOffloadParam],   c[Knob::kMicroBatch],
                                         c[Knob::kCheckpointing], c.gas};
     auto [it, added] = unit_of.emplace(key, units.size());
     if (added) units.emplace_back();
-    units[it->second].push_back(i);
+    units[it->second].push_back(g);
   }
   std::stable_sort(units.begin(), units.end(),
                    [](const auto& a, const auto& b) { return a.size() > b.size(); });
@@ -76,13 +81,13 @@ double Evaluation::worst_over_fraction(const hardware::Cluster& cluster) const {
                    nvme_over_bytes / std::max(1.0, prof.node.nvme_capacity_bytes)});
 }
 
-Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
-                        sim::SimWorkspace* workspace) {
+namespace {
+
+// The analytic bound of `config`: memory figures, the shortfalls, verdict kPruned. (A config to
+// simulate gets its verdict from add_simulation.)
+Evaluation analytic_evaluation(const Problem& problem, const sim::DsConfig& config,
+                               const sim::ZeroSizes& sizes) {
   Evaluation e;
-  sim::ZeroSizes own;
-  const sim::ZeroSizes& sizes =
-      workspace != nullptr ? workspace->sizes.get(problem.model, problem.cluster.gpus, config)
-                           : (own = sim::zero_sizes(problem.model, problem.cluster.gpus, config));
   const sim::MemoryReport m =
       sim::analyze_memory(problem.model, problem.cluster, config, sizes,
                           sim::plan_activations(problem.model, config, problem.workload));
@@ -93,41 +98,98 @@ Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, boo
   e.host_peak_bytes = m.host_peak_bytes;
   e.gpu_peak_phase = m.tiers[kGpu].peak_phase;
   fill_over(problem.cluster, problem.headroom, &e);
-  const bool analytic_fits = no_over(e);
-  if (!analytic_fits && prune) {
-    e.verdict = Verdict::kPruned;
-    return e;
-  }
+  return e;
+}
+
+bool should_simulate(const Evaluation& analytic, bool prune) { return !prune || no_over(analytic); }
+
+sim::StepResult simulate(const Problem& problem, const sim::DsConfig& config,
+                         const sim::ZeroSizes& sizes, sim::SimWorkspace* workspace) {
   sim::SimulateOptions options;
   options.workspace = workspace;
-  options.analytic_memory = false;  // computed above already
-  // evaluate_all's workspaces serve one problem: equivalent configs share one simulation.
-  options.reuse_steps = true;
+  options.analytic_memory = false;  // analytic_evaluation has it
   options.sizes = &sizes;
-  const sim::StepResult r =
-      sim::simulate_step(problem.model, problem.cluster, config, problem.workload, options);
-  e.simulated = true;
+  return sim::simulate_step(problem.model, problem.cluster, config, problem.workload, options);
+}
+
+// Completes the analytic evaluation *e with the simulation of its config (or of one with equal
+// step inputs: the same result).
+void add_simulation(const Problem& problem, const sim::StepResult& r, Evaluation* e) {
+  const bool analytic_fits = no_over(*e);
+  e->simulated = true;
   // The simulated schedule may hold more than the analytic bound at its peak (never less in the
   // steady terms); a config fits only if both views fit.
   for (int t = 0; t < sim::kNumTiers; ++t) {
-    if (r.peak_bytes[t] > e.peak_bytes[t]) {
-      e.peak_bytes[t] = r.peak_bytes[t];
-      e.at_peak[t] = r.at_peak[t];
+    if (r.peak_bytes[t] > e->peak_bytes[t]) {
+      e->peak_bytes[t] = r.peak_bytes[t];
+      e->at_peak[t] = r.at_peak[t];
     }
   }
-  e.host_peak_bytes = std::max(e.host_peak_bytes, r.host_peak_bytes);
-  fill_over(problem.cluster, problem.headroom, &e);
-  e.verdict = !analytic_fits ? Verdict::kOverPruned
-              : no_over(e)   ? Verdict::kFits
-                             : Verdict::kOverSim;
-  e.step_time_s = r.step_time_s;
-  e.samples_per_s = r.samples_per_s;
-  e.tokens_per_s = r.tokens_per_s;
-  e.tflops_per_gpu = r.tflops_per_gpu;
-  e.mfu = r.mfu;
-  e.hfu = r.hfu;
-  e.critical_path_s = r.critical_path_s;
-  e.resources = r.resources;
+  e->host_peak_bytes = std::max(e->host_peak_bytes, r.host_peak_bytes);
+  fill_over(problem.cluster, problem.headroom, e);
+  e->verdict = !analytic_fits ? Verdict::kOverPruned
+               : no_over(*e)  ? Verdict::kFits
+                              : Verdict::kOverSim;
+  e->step_time_s = r.step_time_s;
+  e->samples_per_s = r.samples_per_s;
+  e->tokens_per_s = r.tokens_per_s;
+  e->tflops_per_gpu = r.tflops_per_gpu;
+  e->mfu = r.mfu;
+  e->hfu = r.hfu;
+  e->critical_path_s = r.critical_path_s;
+  e->resources = r.resources;
+}
+
+// Runs body(i, workspace) for every i in [0, n), on one thread per workspace at most (the calling
+// thread is the first), each taking `chunk` items at a time; the calling thread calls `tick`
+// about every kProgressPeriod. Rethrows the first exception a body throws.
+template <typename Body>
+void run_parallel(size_t n, size_t chunk, std::vector<sim::SimWorkspace>& workspaces,
+                  const Body& body, const std::function<void()>& tick) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&](size_t slot) {
+    auto last = std::chrono::steady_clock::now();
+    try {
+      while (!failed.load(std::memory_order_relaxed)) {
+        const size_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (begin >= n) break;
+        const size_t end = std::min(n, begin + chunk);
+        for (size_t i = begin; i < end; ++i) body(i, workspaces[slot]);
+        if (slot == 0 && tick) {
+          auto now = std::chrono::steady_clock::now();
+          if (now - last >= kProgressPeriod) {
+            tick();
+            last = now;
+          }
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  const size_t threads = std::max<size_t>(1, std::min(workspaces.size(), (n + chunk - 1) / chunk));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
+                        sim::SimWorkspace* workspace) {
+  sim::ZeroSizes own;
+  const sim::ZeroSizes& sizes =
+      workspace != nullptr ? workspace->sizes.get(problem.model, problem.cluster.gpus, config)
+                           : (own = sim::zero_sizes(problem.model, problem.cluster.gpus, config));
+  Evaluation e = analytic_evaluation(problem, config, sizes);
+  if (should_simulate(e, prune)) add_simulation(problem, simulate(problem, config, sizes, workspace), &e);
   return e;
 }
 
@@ -138,55 +200,70 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
   const size_t n = candidates.size();
   std::vector<Evaluation> evals(n);
   const sim::DsConfig base = base_config(problem, space.batch);
-  const std::vector<std::vector<size_t>> units = work_units(candidates);
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(units.size())));
-
-  std::atomic<size_t> next{0};
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(n)));
+  // The simulator's buffers and memos, one per thread, reused for every config.
+  std::vector<sim::SimWorkspace> workspaces(threads);
+  for (sim::SimWorkspace& ws : workspaces) ws.reuse_outcomes = options.reuse_outcomes;
   std::atomic<size_t> done{0};
-  std::atomic<bool> failed{false};
-  std::atomic<size_t> graphs_run{0}, graphs_reused{0}, steps_reused{0}, tasks_run{0},
-      tasks_jumped{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto work = [&](bool reports) {
-    auto last = std::chrono::steady_clock::now();
-    sim::SimWorkspace workspace;  // the simulator's buffers, reused for every config
-    workspace.reuse_outcomes = options.reuse_outcomes;
-    try {
-      while (!failed.load(std::memory_order_relaxed)) {
-        const size_t u = next.fetch_add(1, std::memory_order_relaxed);
-        if (u >= units.size()) break;
-        for (size_t i : units[u]) {
-          evals[i] = evaluate_one(problem, to_ds_config(candidates[i], base, problem),
-                                  options.prune, &workspace);
-        }
-        done.fetch_add(units[u].size(), std::memory_order_relaxed);
-        if (reports && options.progress) {
-          auto now = std::chrono::steady_clock::now();
-          if (now - last >= kProgressPeriod) {
-            options.progress(done.load(std::memory_order_relaxed), n);
-            last = now;
-          }
-        }
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-      failed = true;
-    }
-    graphs_run += workspace.simulated;
-    graphs_reused += workspace.reused;
-    steps_reused += workspace.steps_reused;
-    tasks_run += workspace.tasks_run;
-    tasks_jumped += workspace.tasks_jumped;
+  const std::function<void()> tick = [&] {
+    if (options.progress) options.progress(done.load(std::memory_order_relaxed), n);
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, false);
-  work(true);  // the calling thread works too, and reports progress
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+
+  // 1. The analytic bound of every candidate, and the step inputs of each one to simulate.
+  std::vector<uint8_t> simulate_it(n, 0);
+  std::vector<sim::GraphFingerprint> keys(n);
+  run_parallel(
+      n, kAnalyticChunk, workspaces,
+      [&](size_t i, sim::SimWorkspace& ws) {
+        const sim::DsConfig config = to_ds_config(candidates[i], base, problem);
+        const sim::ZeroSizes& sizes = ws.sizes.get(problem.model, problem.cluster.gpus, config);
+        evals[i] = analytic_evaluation(problem, config, sizes);
+        if (!should_simulate(evals[i], options.prune)) {
+          done.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        simulate_it[i] = 1;
+        keys[i] = sim::fingerprint(sim::step_inputs(config, problem.workload, sizes));
+      },
+      tick);
+
+  // 2. Candidates with equal step inputs build the same graphs and get the same result: the step
+  // memo. Groups in index order, each led by its first member, so the work done is the same
+  // whatever the thread count. Without reuse_outcomes every candidate is simulated (benchmarks).
+  std::vector<std::vector<uint32_t>> groups;
+  {
+    std::unordered_map<sim::GraphFingerprint, uint32_t, sim::GraphFingerprintHash> by_key;
+    for (size_t i = 0; i < n; ++i) {
+      if (!simulate_it[i]) continue;
+      if (!options.reuse_outcomes) {
+        groups.push_back({static_cast<uint32_t>(i)});
+        continue;
+      }
+      auto [it, added] = by_key.emplace(keys[i], static_cast<uint32_t>(groups.size()));
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(static_cast<uint32_t>(i));
+    }
+  }
+
+  // 3. One simulation per group, a unit of groups at a time.
+  std::vector<uint32_t> leaders(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) leaders[g] = groups[g][0];
+  const std::vector<std::vector<uint32_t>> units = work_units(candidates, leaders);
+  run_parallel(
+      units.size(), 1, workspaces,
+      [&](size_t u, sim::SimWorkspace& ws) {
+        for (uint32_t g : units[u]) {
+          const std::vector<uint32_t>& members = groups[g];
+          const sim::DsConfig config = to_ds_config(candidates[members[0]], base, problem);
+          const sim::StepResult r = simulate(
+              problem, config, ws.sizes.get(problem.model, problem.cluster.gpus, config), &ws);
+          for (uint32_t m : members) add_simulation(problem, r, &evals[m]);
+          done.fetch_add(members.size(), std::memory_order_relaxed);
+        }
+      },
+      tick);
   if (options.progress) options.progress(n, n);
 
   if (stats != nullptr) {
@@ -198,11 +275,13 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
       s.fitting += e.fits();
     }
     s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    s.graphs_run = graphs_run;
-    s.graphs_reused = graphs_reused;
-    s.steps_reused = steps_reused;
-    s.tasks_run = tasks_run;
-    s.tasks_jumped = tasks_jumped;
+    for (const sim::SimWorkspace& ws : workspaces) {
+      s.graphs_run += ws.simulated;
+      s.graphs_reused += ws.reused;
+      s.tasks_run += ws.tasks_run;
+      s.tasks_jumped += ws.tasks_jumped;
+    }
+    s.steps_reused = s.simulated - groups.size();
     *stats = s;
   }
   return evals;

@@ -82,8 +82,9 @@ struct SearchStats {
   // layer (sim::EngineResult::skipped_tasks) instead of simulating them one by one.
   size_t tasks_run = 0;
   size_t tasks_jumped = 0;
-  // Simulated configs answered whole from an equivalent one (sim::SimWorkspace::steps): always
-  // inside one unit of work, so the same on any number of threads.
+  // Simulated configs answered whole from an equivalent one: evaluate_all simulates each set of
+  // configs with equal step inputs (sim::StepInputs) once, so this is the same on any number
+  // of threads.
   size_t steps_reused = 0;
 };
 
@@ -92,7 +93,10 @@ struct SearchStats {
 Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
                         sim::SimWorkspace* workspace = nullptr);
 
-// Every candidate; result i belongs to candidates[i].
+// Every candidate; result i belongs to candidates[i]. First the analytic bound of each, then one
+// simulation per set of candidates that are not pruned and have equal step inputs
+// (sim::step_inputs: they build the same graphs), whose result each of them takes: the step
+// memo, keyed by the whole normalized inputs the builder reads.
 std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& space,
                                      const std::vector<Candidate>& candidates,
                                      const EvalOptions& options, SearchStats* stats);

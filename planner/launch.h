@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/search_space.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::planner {
 

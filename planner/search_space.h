@@ -20,7 +20,7 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "planner/knobs.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::planner {
 

@@ -34,8 +34,8 @@ void for_each_param(const models::Model& model, Fn fn) {
   }
 }
 
-bool is_persistent(double numel, const ZeroConfig& z) {
-  return numel <= static_cast<double>(z.param_persistence_threshold);
+bool is_persistent(double numel, const SizesInputs& in) {
+  return numel <= static_cast<double>(in.param_persistence_threshold);
 }
 
 // The pinned-or-pageable tier of a host buffer DeepSpeed pins when `pin` is set.
@@ -105,28 +105,6 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   return plan;
 }
 
-const char* tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kGpu:
-      return "gpu";
-    case Tier::kPinnedHost:
-      return "pinned_host";
-    case Tier::kHost:
-      return "host";
-    case Tier::kNvme:
-      return "nvme";
-  }
-  return "?";
-}
-
-const char* category_name(Category category) {
-  static const char* const kNames[kNumCategories] = {
-      "params16",      "master32",    "optimizer_states", "grads",
-      "grads32",       "buckets",     "gathered_params",  "activations",
-      "checkpoints",   "swap_buffers", "runtime"};
-  return kNames[static_cast<int>(category)];
-}
-
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kForward:
@@ -137,35 +115,6 @@ const char* phase_name(Phase phase) {
       return "step";
   }
   return "?";
-}
-
-double MemoryBreakdown::total() const {
-  double t = 0;
-  for (double b : bytes) t += b;
-  return t;
-}
-
-Category MemoryBreakdown::dominant() const {
-  int best = 0;
-  for (int i = 1; i < kNumCategories; ++i) {
-    if (bytes[i] > bytes[best]) best = i;
-  }
-  return static_cast<Category>(best);
-}
-
-MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {
-  for (int i = 0; i < kNumCategories; ++i) bytes[i] += other.bytes[i];
-  return *this;
-}
-
-MemoryBreakdown MemoryBreakdown::scaled(double factor) const {
-  MemoryBreakdown out = *this;
-  for (double& b : out.bytes) b *= factor;
-  return out;
-}
-
-void MemoryBreakdown::add_fragmentation(double fraction) {
-  (*this)[Category::kRuntime] += fraction * (total() - (*this)[Category::kRuntime]);
 }
 
 bool MemoryReport::gpu_fits(double headroom) const {
@@ -192,12 +141,16 @@ double MemoryReport::gpu_short_by(double headroom) const {
 }
 
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config) {
-  const ZeroConfig& z = config.zero;
+  return zero_sizes(model, sizes_inputs(dp, config));
+}
+
+ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& in) {
+  const int dp = in.dp;
   ZeroSizes s;
   s.dp = dp;
-  s.param_bytes = precision_bytes(config.precision);
-  s.grad_accum_bytes = precision_bytes(config.grad_accum_dtype);
-  s.bucket = static_cast<double>(z.reduce_bucket_size);
+  s.param_bytes = precision_bytes(in.precision);
+  s.grad_accum_bytes = precision_bytes(in.grad_accum_dtype);
+  s.bucket = static_cast<double>(in.reduce_bucket_size);
   std::vector<double> partitions;  // stage 3: per tensor, in parameter order
   std::vector<double> numels;      // stage 3: the same tensors' full element counts
   for_each_param(model, [&](double n) {
@@ -207,9 +160,9 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
     // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
     partitions.push_back(std::ceil(n / dp));
   });
-  if (z.stage == 0) {
+  if (in.stage == 0) {
     s.partition = s.psi;
-  } else if (z.stage <= 2) {
+  } else if (in.stage <= 2) {
     // One flat buffer per group padded to a multiple of 2 * dp (nccl_start_alignment_factor),
     // ref §2.1 item 1.
     double align = 2.0 * dp;
@@ -217,11 +170,11 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   } else {
     for (double part : partitions) s.partition += part;
   }
-  s.cpu_partition = config.zero.offload_optimizer.device != OffloadDevice::kNone ? s.partition : 0;
-  if (z.stage != 3) return s;
+  s.cpu_partition = in.offload_optimizer != OffloadDevice::kNone ? s.partition : 0;
+  if (in.stage != 3) return s;
 
   // Persistent parameters (parameter_offload.py: mark_persistent_parameters), ref §2.2 item 9.
-  double model_cap = static_cast<double>(z.model_persistence_threshold);
+  double model_cap = static_cast<double>(in.model_persistence_threshold);
   std::vector<double> fetch_sizes;  // non-persistent elements of each module fetch, trace order
   for (const models::Layer& layer : model.layers()) {
     s.module_fetch.emplace_back();
@@ -230,7 +183,7 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
       for (const models::Param& prm : m.params) {
         double n = static_cast<double>(prm.numel);
         bool owned = m.tied_to.empty();
-        if (is_persistent(n, z) && (!owned || s.persistent + n <= model_cap)) {
+        if (is_persistent(n, in) && (!owned || s.persistent + n <= model_cap)) {
           if (owned) s.persistent += n;
         } else {
           fetch += n;
@@ -247,14 +200,14 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   // __params_to_release), ref §2.2 item 8.
   double after = 0;
   for (size_t i = fetch_sizes.size(); i-- > 0;) {
-    if (2 * after < static_cast<double>(z.max_reuse_distance)) s.reuse_retained += fetch_sizes[i];
+    if (2 * after < static_cast<double>(in.max_reuse_distance)) s.reuse_retained += fetch_sizes[i];
     after += fetch_sizes[i];
   }
   // Sub-groups of at least sub_group_size partition elements, closed at the last tensor
   // (stage3.py _create_fp16_sub_groups), ref §2.2 item 2.
   std::vector<double> groups;
   std::vector<double> group_numels;  // full elements of each sub-group's tensors
-  double sub = static_cast<double>(z.sub_group_size);
+  double sub = static_cast<double>(in.sub_group_size);
   if (sub >= s.partition) {
     groups.push_back(s.partition);
     group_numels.push_back(s.psi);
@@ -278,8 +231,8 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   s.largest_sub_group_numel = group_numels[largest_group - groups.begin()];
   // Partial offload: the last `ratio` of the sub-groups go to the CPU (_create_fp32_partitions:
   // sub-group i is on the CPU iff i >= int((1 - ratio) * count)), ref §2.2 "Partial offload".
-  if (z.offload_optimizer.device != OffloadDevice::kNone) {
-    int first_cpu = static_cast<int>((1 - z.offload_optimizer.ratio) * s.sub_groups);
+  if (in.offload_optimizer != OffloadDevice::kNone) {
+    int first_cpu = static_cast<int>((1 - in.offload_ratio) * s.sub_groups);
     s.cpu_partition = 0;
     for (int i = first_cpu; i < s.sub_groups; ++i) s.cpu_partition += groups[i];
   }
@@ -287,28 +240,19 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
 }
 
 const ZeroSizes& ZeroSizesCache::get(const models::Model& model, int dp, const DsConfig& config) {
-  // Every field zero_sizes reads (keep in step with it).
-  const ZeroConfig& z = config.zero;
+  const SizesInputs inputs = sizes_inputs(dp, config);
   Fingerprinter h;
   h.add(model.name());
   h.add(model.num_params());
   h.add(static_cast<int64_t>(model.layers().size()));
-  h.add(dp);
-  h.add(static_cast<int>(config.precision));
-  h.add(static_cast<int>(config.grad_accum_dtype));
-  h.add(z.stage);
-  h.add(z.reduce_bucket_size);
-  h.add(z.param_persistence_threshold);
-  h.add(z.model_persistence_threshold);
-  h.add(z.max_reuse_distance);
-  h.add(z.sub_group_size);
-  h.add(static_cast<int>(z.offload_optimizer.device));
-  h.add(z.offload_optimizer.ratio);
+  const GraphFingerprint f = fingerprint(inputs);
+  h.add(f.lo);
+  h.add(f.hi);
   const GraphFingerprint key = h.finish();
   auto it = sizes_.find(key);
   if (it != sizes_.end()) return it->second;
   if (sizes_.size() >= 1024) sizes_.clear();
-  return sizes_.emplace(key, zero_sizes(model, dp, config)).first->second;
+  return sizes_.emplace(key, zero_sizes(model, inputs)).first->second;
 }
 
 std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
@@ -400,194 +344,269 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
                         plan_activations(model, config, workload));
 }
 
-MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
-                            const DsConfig& config, const ZeroSizes& s,
-                            const ActivationPlan& acts) {
-  const ZeroConfig& z = config.zero;
-  const std::array<MemoryBreakdown, kNumTiers> base = persistent_memory(s, cluster, config);
-  const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
-  const bool offload_opt = z.offload_optimizer.device != OffloadDevice::kNone;
-  const bool gas = config.gradient_accumulation_steps > 1;
-  const auto& layers = model.layers();
-  const size_t n_layers = layers.size();
-  const double ranks_per_node = cluster.gpus_per_node();
-  const int act_tier = acts.checkpoints_on_host ? kHost : kGpu;
-  const Category ckpt_cat = config.activation_checkpointing.enabled ? Category::kCheckpoints
-                                                                    : Category::kActivations;
+namespace {
 
-  MemoryReport report;
-  auto start_phase = [&](Phase ph) {
+// The walk analyze_memory takes through one step: a candidate moment of each phase, built on the
+// persistent memory, and the phase's peak among them. Per rank; analyze_memory scales host tiers
+// and NVMe to the node afterwards.
+class PhaseWalk {
+ public:
+  PhaseWalk(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
+            const ZeroSizes& s, const ActivationPlan& acts)
+      : config_(config),
+        s_(s),
+        acts_(acts),
+        z_(config.zero),
+        base_(persistent_memory(s, cluster, config)),
+        p_(s.param_bytes),
+        a_(s.grad_accum_bytes),
+        P_(s.partition),
+        offload_opt_(z_.offload_optimizer.device != OffloadDevice::kNone),
+        gas_(config.gradient_accumulation_steps > 1),
+        layers_(model.layers()),
+        n_layers_(layers_.size()),
+        act_tier_(acts.checkpoints_on_host ? kHost : kGpu),
+        ckpt_cat_(config.activation_checkpointing.enabled ? Category::kCheckpoints
+                                                          : Category::kActivations) {}
+
+  const std::array<MemoryBreakdown, kNumTiers>& base() const { return base_; }
+
+  // Forward: activations grow layer by layer; stage 3 gathers modules.
+  PhaseMemory forward_peak() const;
+  // Backward: from the last layer down, activations are released as gradients appear.
+  PhaseMemory backward_peak() const;
+  // Step: activations are gone; the optimizer's transients appear.
+  PhaseMemory step_phase() const;
+  // The ZeRO paper's model states on the GPU (MemoryReport::gpu_model_state_bytes).
+  double gpu_model_state_bytes() const;
+
+ private:
+  PhaseMemory start_phase(Phase ph) const {
     PhaseMemory pm;
     pm.phase = ph;
-    pm.tiers = base;
+    pm.tiers = base_;
     return pm;
-  };
+  }
   // Among candidate moments of a phase, keep the one with the most GPU memory.
-  auto keep_max = [](PhaseMemory& best, const PhaseMemory& cand, bool first) {
+  static void keep_max(PhaseMemory& best, const PhaseMemory& cand, bool first) {
     if (first || cand[Tier::kGpu].total() > best[Tier::kGpu].total()) best = cand;
-  };
-
+  }
   // Gradients that exist through forward: stage 0/1 accumulate full 16-bit grads in param.grad
   // across micro-steps (ref §2.1 item 7, §2.3); stage 2 keeps the accumulated partition
   // (all_grad_tensors, item 6). Counted for micro-steps after the first.
-  auto carried_grads = [&](PhaseMemory& pm) {
-    if (!gas) return;
-    if (z.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p * s.psi;
-    if (z.stage == 2 && !offload_opt) pm[Tier::kGpu][Category::kGrads] += a * P;
-  };
-
+  void carried_grads(PhaseMemory& pm) const {
+    if (!gas_) return;
+    if (z_.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p_ * s_.psi;
+    if (z_.stage == 2 && !offload_opt_) pm[Tier::kGpu][Category::kGrads] += a_ * P_;
+  }
   // Checkpoints of checkpointed layers (on the host with cpu_checkpointing) and the stored
   // activations of the others, for layers [0, i).
-  auto add_kept = [&](PhaseMemory& pm, double ckpt_bytes, double plain_bytes) {
-    pm[static_cast<Tier>(act_tier)][ckpt_cat] += ckpt_bytes;
+  void add_kept(PhaseMemory& pm, double ckpt_bytes, double plain_bytes) const {
+    pm[static_cast<Tier>(act_tier_)][ckpt_cat_] += ckpt_bytes;
     pm[Tier::kGpu][Category::kActivations] += plain_bytes;
-  };
-  auto is_ckpt = [&](size_t i) { return acts.checkpointed[i]; };
-
-  // --- Forward: activations grow layer by layer; stage 3 gathers modules. ---
-  {
-    PhaseMemory best;
-    double kept_ckpt = 0, kept_plain = 0;
-    for (size_t i = 0; i < n_layers; ++i) {
-      PhaseMemory pm = start_phase(Phase::kForward);
-      carried_grads(pm);
-      add_kept(pm, kept_ckpt, kept_plain);
-      // A checkpointed layer runs its forward without keeping intermediates: they exist only
-      // while it runs (extra = stored + workspace); others keep theirs.
-      pm[Tier::kGpu][Category::kActivations] +=
-          is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
-      if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
-      keep_max(best, pm, i == 0);
-      (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
-    }
-    report.phases[0] = best;
   }
+  bool is_ckpt(size_t i) const { return acts_.checkpointed[i]; }
+  // The gradients, buckets and gathered parameters of stage z.stage while layer i's backward
+  // runs, `grads_done` elements of gradients produced so far (layers >= i).
+  void add_backward_terms(MemoryBreakdown& g, size_t i, double layer_numel,
+                          double grads_done) const;
 
-  // --- Backward: from the last layer down, activations are released as gradients appear. ---
-  {
-    PhaseMemory best;
-    double ckpt_below = 0, plain_below = 0;
-    for (size_t i = 0; i < n_layers; ++i) (is_ckpt(i) ? ckpt_below : plain_below) += acts.kept[i];
-    double grads_done = 0;  // elements of gradients produced so far (layers >= i)
-    for (size_t i = n_layers; i-- > 0;) {
-      (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
-      double layer_numel = static_cast<double>(layers[i].numel());
-      grads_done += layer_numel;
-      PhaseMemory pm = start_phase(Phase::kBackward);
-      MemoryBreakdown& g = pm[Tier::kGpu];
-      add_kept(pm, ckpt_below, plain_below);
-      // The layer's own stored activations (recomputed under checkpointing) and workspace.
-      g[Category::kActivations] += is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
-      switch (z.stage) {
-        case 0:
-        case 1: {
-          // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
-          g[Category::kGrads] += p * (gas ? s.psi : grads_done);
-          bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
-          if (z.stage == 0 && reduce_now) {
-            g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
-          }
-          if (z.stage == 1) {
-            // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
-            if (z.contiguous_gradients) {
-              g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
-            }
-            g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
-            if (offload_opt) {
-              g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
-            } else {
-              g[Category::kGrads] += a * P;  // grads_in_partition
-            }
-          }
-          break;
-        }
-        case 2: {
-          // Gradients of the layer in flight before its hooks copy them into the bucket.
-          g[Category::kGrads] += p * layer_numel;
-          if (!offload_opt) g[Category::kGrads] += a * P * (gas ? 2 : 1);  // items 6
-          if (z.contiguous_gradients) {
-            g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
-          }
-          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
-          if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
-          break;
-        }
-        case 3: {
-          // One module's full 16-bit grads before the hook copies them into the IPG bucket, and
-          // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
-          double largest_module = 0;
-          for (const models::Module& m : layers[i].modules) {
-            largest_module = std::max(largest_module, static_cast<double>(m.numel()));
-          }
-          g[Category::kGrads] += p * largest_module;
-          g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
-          g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers);
-          break;
-        }
-      }
-      keep_max(best, pm, i + 1 == n_layers);
-    }
-    report.phases[1] = best;
+  const DsConfig& config_;
+  const ZeroSizes& s_;
+  const ActivationPlan& acts_;
+  const ZeroConfig& z_;
+  const std::array<MemoryBreakdown, kNumTiers> base_;
+  const double p_, a_, P_;
+  const bool offload_opt_;
+  const bool gas_;
+  const std::vector<models::Layer>& layers_;
+  const size_t n_layers_;
+  const int act_tier_;
+  const Category ckpt_cat_;
+};
+
+PhaseMemory PhaseWalk::forward_peak() const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const ActivationPlan& acts = acts_;
+  const double p = p_;
+  PhaseMemory best;
+  double kept_ckpt = 0, kept_plain = 0;
+  for (size_t i = 0; i < n_layers_; ++i) {
+    PhaseMemory pm = start_phase(Phase::kForward);
+    carried_grads(pm);
+    add_kept(pm, kept_ckpt, kept_plain);
+    // A checkpointed layer runs its forward without keeping intermediates: they exist only
+    // while it runs (extra = stored + workspace); others keep theirs.
+    pm[Tier::kGpu][Category::kActivations] +=
+        is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+    if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
+    keep_max(best, pm, i == 0);
+    (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
   }
+  return best;
+}
 
-  // --- Step: activations are gone; the optimizer's transients appear. ---
-  {
-    PhaseMemory pm = start_phase(Phase::kStep);
+PhaseMemory PhaseWalk::backward_peak() const {
+  const ActivationPlan& acts = acts_;
+  PhaseMemory best;
+  double ckpt_below = 0, plain_below = 0;
+  for (size_t i = 0; i < n_layers_; ++i) (is_ckpt(i) ? ckpt_below : plain_below) += acts.kept[i];
+  double grads_done = 0;  // elements of gradients produced so far (layers >= i)
+  for (size_t i = n_layers_; i-- > 0;) {
+    (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
+    double layer_numel = static_cast<double>(layers_[i].numel());
+    grads_done += layer_numel;
+    PhaseMemory pm = start_phase(Phase::kBackward);
     MemoryBreakdown& g = pm[Tier::kGpu];
-    if (z.stage == 0) {
-      g[Category::kGrads] += p * s.psi;
-      // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
-      if (config.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
-    } else if (z.stage <= 2) {
-      if (!offload_opt) {
-        // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
-        g[Category::kGrads] += a * P + p * P;
-        g[Category::kGrads32] += 4 * P;
-      }
-    } else {
-      // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
-      if (s.cpu_partition < P) {
-        double S = std::min(s.max_sub_group, P - s.cpu_partition);
-        g[Category::kGrads] += p * S;
-        g[Category::kGrads32] += 4 * S;
-      }
-    }
-    report.phases[2] = pm;
+    add_kept(pm, ckpt_below, plain_below);
+    // The layer's own stored activations (recomputed under checkpointing) and workspace.
+    g[Category::kActivations] += is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
+    add_backward_terms(g, i, layer_numel, grads_done);
+    keep_max(best, pm, i + 1 == n_layers_);
   }
+  return best;
+}
 
-  // Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment.
+void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_numel,
+                                   double grads_done) const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const double p = p_, a = a_, P = P_;
+  const bool gas = gas_, offload_opt = offload_opt_;
+  switch (z.stage) {
+    case 0:
+    case 1: {
+      // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
+      g[Category::kGrads] += p * (gas ? s.psi : grads_done);
+      bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
+      if (z.stage == 0 && reduce_now) {
+        g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
+      }
+      if (z.stage == 1) {
+        // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
+        if (z.contiguous_gradients) {
+          g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+        }
+        g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+        if (offload_opt) {
+          g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
+        } else {
+          g[Category::kGrads] += a * P;  // grads_in_partition
+        }
+      }
+      break;
+    }
+    case 2: {
+      // Gradients of the layer in flight before its hooks copy them into the bucket.
+      g[Category::kGrads] += p * layer_numel;
+      if (!offload_opt) g[Category::kGrads] += a * P * (gas ? 2 : 1);  // items 6
+      if (z.contiguous_gradients) {
+        g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
+      }
+      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+      if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
+      break;
+    }
+    case 3: {
+      // One module's full 16-bit grads before the hook copies them into the IPG bucket, and
+      // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
+      double largest_module = 0;
+      for (const models::Module& m : layers_[i].modules) {
+        largest_module = std::max(largest_module, static_cast<double>(m.numel()));
+      }
+      g[Category::kGrads] += p * largest_module;
+      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
+      g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers_);
+      break;
+    }
+  }
+}
+
+PhaseMemory PhaseWalk::step_phase() const {
+  const ZeroConfig& z = z_;
+  const ZeroSizes& s = s_;
+  const double p = p_, a = a_, P = P_;
+  PhaseMemory pm = start_phase(Phase::kStep);
+  MemoryBreakdown& g = pm[Tier::kGpu];
+  if (z.stage == 0) {
+    g[Category::kGrads] += p * s.psi;
+    // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
+    if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
+  } else if (z.stage <= 2) {
+    if (!offload_opt_) {
+      // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
+      g[Category::kGrads] += a * P + p * P;
+      g[Category::kGrads32] += 4 * P;
+    }
+  } else {
+    // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
+    if (s.cpu_partition < P) {
+      double S = std::min(s.max_sub_group, P - s.cpu_partition);
+      g[Category::kGrads] += p * S;
+      g[Category::kGrads32] += 4 * S;
+    }
+  }
+  return pm;
+}
+
+double PhaseWalk::gpu_model_state_bytes() const {
+  const MemoryBreakdown& g0 = base_[kGpu];
+  double bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
+                 g0[Category::kOptimizerStates] + g0[Category::kGrads];
+  // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
+  if (z_.stage <= 1) bytes += p_ * s_.psi;
+  if (z_.stage == 2 && !offload_opt_) bytes += a_ * P_;
+  return bytes;
+}
+
+// Allocator fragmentation on the GPU, as a fraction of what is allocated at each moment; host
+// tiers and NVMe from per rank to per node.
+void scale_phases(const hardware::Cluster& cluster, MemoryReport* report) {
   const double frag = cluster.profile.runtime.allocator_fragmentation;
-  for (PhaseMemory& pm : report.phases) {
+  const double ranks_per_node = cluster.gpus_per_node();
+  for (PhaseMemory& pm : report->phases) {
     pm[Tier::kGpu].add_fragmentation(frag);
-    // Host tiers and NVMe: per node.
     for (int t : {kPinned, kHost, kNvme}) pm.tiers[t] = pm.tiers[t].scaled(ranks_per_node);
   }
+}
 
+// Each tier's peak over the phases against its capacity, and the host pool's combined peak.
+void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
   const auto& prof = cluster.profile;
   const double capacity[kNumTiers] = {prof.gpu.memory_bytes, prof.node.host_memory_bytes,
                                       prof.node.host_memory_bytes, prof.node.nvme_capacity_bytes};
   for (int t = 0; t < kNumTiers; ++t) {
-    TierSummary& ts = report.tiers[t];
+    TierSummary& ts = report->tiers[t];
     ts.capacity_bytes = capacity[t];
     for (int ph = 0; ph < kNumPhases; ++ph) {
-      const MemoryBreakdown& b = report.phases[ph].tiers[t];
+      const MemoryBreakdown& b = report->phases[ph].tiers[t];
       if (ph == 0 || b.total() > ts.peak_bytes) {
         ts.peak_bytes = b.total();
-        ts.peak_phase = report.phases[ph].phase;
+        ts.peak_phase = report->phases[ph].phase;
         ts.at_peak = b;
       }
     }
   }
-  for (const PhaseMemory& pm : report.phases) {
-    report.host_peak_bytes =
-        std::max(report.host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
+  for (const PhaseMemory& pm : report->phases) {
+    report->host_peak_bytes =
+        std::max(report->host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
   }
-  const MemoryBreakdown& g0 = base[kGpu];
-  report.gpu_model_state_bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
-                                 g0[Category::kOptimizerStates] + g0[Category::kGrads];
-  // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
-  if (z.stage <= 1) report.gpu_model_state_bytes += p * s.psi;
-  if (z.stage == 2 && !offload_opt) report.gpu_model_state_bytes += a * P;
+}
+
+}  // namespace
+
+MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
+                            const DsConfig& config, const ZeroSizes& s,
+                            const ActivationPlan& acts) {
+  const PhaseWalk walk(model, cluster, config, s, acts);
+  MemoryReport report;
+  report.phases[0] = walk.forward_peak();
+  report.phases[1] = walk.backward_peak();
+  report.phases[2] = walk.step_phase();
+  scale_phases(cluster, &report);
+  summarize_tiers(cluster, &report);
+  report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
   return report;
 }
 

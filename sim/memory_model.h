@@ -17,52 +17,19 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/fingerprint.h"
-#include "sim/zero_config.h"
+#include "sim/memory_breakdown.h"
+#include "sim/step_inputs.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 
-enum class Tier { kGpu, kPinnedHost, kHost, kNvme };
-inline constexpr int kNumTiers = 4;
-
-enum class Category {
-  kParams16,        // model-dtype parameters: all of them (stages 0-2) or this rank's partition
-  kMaster32,        // fp32 master weights
-  kOptimizerStates, // Adam exp_avg and exp_avg_sq
-  kGrads,           // model-dtype gradients: full, partition, accumulation buffers
-  kGrads32,         // fp32 gradients: step() copies, offloaded fp32 gradient partitions
-  kBuckets,         // IPG reduction buckets and their flatten temporaries
-  kGatheredParams,  // stage 3: full parameters gathered (current module, prefetch, persistent)
-  kActivations,     // stored activations and their gradients' workspace
-  kCheckpoints,     // activation checkpoints (layer inputs under full checkpointing)
-  kSwapBuffers,     // NVMe swap buffers in pinned host memory
-  kRuntime,         // CUDA context, NCCL buffers, allocator fragmentation, the host process
-};
-inline constexpr int kNumCategories = 11;
-
 enum class Phase { kForward, kBackward, kStep };
 inline constexpr int kNumPhases = 3;
+const char* phase_name(Phase phase);  // "forward", "backward", "step"
 
 // Stage 0 all-reduces gradients in flattened pieces of MEMORY_OPT_ALLREDUCE_SIZE elements
 // (engine.py: buffered_allreduce_fallback), reference/deepspeed_internals.md §4.2.
 inline constexpr double kStage0AllreduceElems = 500'000'000;
-
-const char* tier_name(Tier tier);              // "gpu", "pinned_host", "host", "nvme"
-const char* category_name(Category category);  // "params16", "master32", ...
-const char* phase_name(Phase phase);           // "forward", "backward", "step"
-
-struct MemoryBreakdown {
-  std::array<double, kNumCategories> bytes{};
-
-  double& operator[](Category c) { return bytes[static_cast<int>(c)]; }
-  double operator[](Category c) const { return bytes[static_cast<int>(c)]; }
-  double total() const;
-  Category dominant() const;  // the largest category (the first one on ties)
-  MemoryBreakdown& operator+=(const MemoryBreakdown& other);
-  MemoryBreakdown scaled(double factor) const;
-  // Adds the caching allocator's fragmentation, `fraction` of the non-runtime bytes, to the
-  // runtime category (RuntimeSpec::allocator_fragmentation; GPU memory only).
-  void add_fragmentation(double fraction);
-};
 
 // Memory of every tier at one phase's peak. GPU: per GPU. Host tiers and NVMe: per node.
 struct PhaseMemory {
@@ -141,11 +108,14 @@ struct ActivationPlan {
 ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
                                 const Workload& workload);
 
-// REQUIRES: config passed validate_ds_config for dp.
+// REQUIRES: the inputs of a config that passed validate_ds_config for inputs.dp.
+ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& inputs);
+// zero_sizes(model, sizes_inputs(dp, config)).
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config);
 
 // zero_sizes of many configs, each distinct one computed once: the planner's configs differ
-// mostly in knobs zero_sizes does not read. Keyed by every field it reads. Not thread-safe.
+// mostly in knobs zero_sizes does not read. Keyed by the whole SizesInputs zero_sizes takes (and
+// the model's name and size, as a guard). Not thread-safe.
 class ZeroSizesCache {
  public:
   // The reference stays valid until the next get().

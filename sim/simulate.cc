@@ -90,96 +90,6 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
 
 // Outcomes a workspace remembers before it starts over (about 1 KB each).
 constexpr size_t kMaxOutcomes = 8192;
-// Whole step results a workspace remembers (a few KB each).
-constexpr size_t kMaxSteps = 4096;
-
-// The key of SimWorkspace::steps: every field of the configuration that simulate_step reads
-// (the ds_config's pass-through `other` blocks are read by nothing here), with stage 3's
-// prefetch window min(stage3_prefetch_bucket_size, stage3_max_live_parameters) -- the only place
-// either knob is read -- counted as 0 when it is below StepBuilder::inert_prefetch_window, and
-// dropped below stage 3. The model, cluster and workload are the workspace's own; their names
-// and sizes are mixed in as a guard against a workspace used for several.
-GraphFingerprint step_key(const models::Model& model, const hardware::Cluster& cluster,
-                          const DsConfig& c, const Workload& w, const ZeroSizes* sizes) {
-  // A field added to these structs must be added below (or said not to matter) first.
-  static_assert(sizeof(ZeroConfig) == 248, "ZeroConfig changed: update step_key");
-  static_assert(sizeof(OffloadParamConfig) == 72, "OffloadParamConfig changed: update step_key");
-  static_assert(sizeof(OffloadOptimizerConfig) == 64,
-                "OffloadOptimizerConfig changed: update step_key");
-  static_assert(sizeof(ActivationCheckpointingConfig) == 32,
-                "ActivationCheckpointingConfig changed: update step_key");
-  static_assert(sizeof(AioConfig) == 32, "AioConfig changed: update step_key");
-  static_assert(sizeof(DsConfig) == 376, "DsConfig changed: update step_key");
-  Fingerprinter h;
-  h.add(model.name());
-  h.add(model.num_params());
-  h.add(static_cast<int64_t>(model.layers().size()));
-  h.add(cluster.profile.name);
-  h.add(cluster.gpus);
-  h.add(cluster.nodes);
-  h.add(w.seq_len);
-  h.add(w.flash_attention);
-  const ZeroConfig& z = c.zero;
-  h.add(z.stage);
-  h.add(z.contiguous_gradients);
-  h.add(z.reduce_scatter);
-  h.add(z.reduce_bucket_size);
-  h.add(z.use_multi_rank_bucket_allreduce);
-  h.add(z.allgather_bucket_size);
-  h.add(z.overlap_comm);
-  h.add(z.round_robin_gradients);
-  const OffloadParamConfig& op = z.offload_param;
-  h.add(static_cast<int>(op.device));
-  h.add(op.nvme_path);
-  h.add(op.buffer_count);
-  h.add(op.buffer_size);
-  h.add(op.max_in_cpu);
-  h.add(op.pin_memory);
-  const OffloadOptimizerConfig& oo = z.offload_optimizer;
-  h.add(static_cast<int>(oo.device));
-  h.add(oo.nvme_path);
-  h.add(oo.buffer_count);
-  h.add(oo.pin_memory);
-  h.add(oo.pipeline_read);
-  h.add(oo.pipeline_write);
-  h.add(oo.fast_init);
-  h.add(oo.ratio);
-  h.add(z.sub_group_size);
-  h.add(z.param_persistence_threshold);
-  h.add(z.model_persistence_threshold);
-  h.add(z.max_reuse_distance);
-  double window = 0;
-  if (z.stage == 3) {
-    window = static_cast<double>(std::min(z.prefetch_bucket_size, z.max_live_parameters));
-    const double inert = StepBuilder::inert_prefetch_window(
-        sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, c));
-    if (window < inert) window = 0;
-  }
-  h.add(window);
-  h.add(c.train_batch_size);
-  h.add(c.micro_batch);
-  h.add(c.gradient_accumulation_steps);
-  h.add(static_cast<int>(c.precision));
-  h.add(static_cast<int>(c.grad_accum_dtype));
-  const ActivationCheckpointingConfig& ac = c.activation_checkpointing;
-  h.add(ac.enabled);
-  h.add(ac.partition_activations);
-  h.add(ac.cpu_checkpointing);
-  h.add(ac.contiguous_memory_optimization);
-  h.add(ac.number_checkpoints.has_value());
-  h.add(ac.number_checkpoints.value_or(0));
-  h.add(ac.synchronize_checkpoint_boundary);
-  h.add(ac.profile);
-  const AioConfig& aio = c.aio;
-  h.add(aio.block_size);
-  h.add(aio.queue_depth);
-  h.add(aio.intra_op_parallelism);
-  h.add(aio.single_submit);
-  h.add(aio.overlap_events);
-  h.add(aio.use_gds);
-  h.add(c.gradient_clipping);
-  return h.finish();
-}
 
 }  // namespace
 
@@ -208,23 +118,98 @@ std::string StepResult::bottleneck() const {
   return out;
 }
 
+namespace {
+
+// The outcome of the graph in ws.graph (built unfinalized when `reuse`): one the workspace
+// remembers for its fingerprint, or the engine's run of it, kept in *fresh.
+const GraphOutcome& run_graph(SimWorkspace& ws, bool reuse, const EngineOptions& eo,
+                              GraphOutcome* fresh) {
+  StepGraph& graph = ws.graph;
+  GraphFingerprint key;
+  if (reuse) {
+    key = graph.fingerprint();
+    auto it = ws.outcomes.find(key);
+    if (it != ws.outcomes.end()) {
+      ++ws.reused;
+      return it->second;
+    }
+    graph.finalize();
+  }
+  ws.simulator.run(graph, eo, &ws.result);
+  ++ws.simulated;
+  ws.tasks_run += graph.tasks().size();
+  ws.tasks_jumped += ws.result.skipped_tasks;
+  *fresh = summarize(graph, ws.result);
+  if (reuse) {
+    if (ws.outcomes.size() >= kMaxOutcomes) ws.outcomes.clear();
+    ws.outcomes.emplace(key, *fresh);
+  }
+  return *fresh;
+}
+
+// Adds one simulated graph, standing for `repeat` of its kind, to *res: time, resources, wire
+// bytes, critical path, and the memory peak (host tiers and NVMe scaled to the node).
+void add_outcome(const GraphOutcome& out, int repeat, bool first, double per_node,
+                 const StepBuilder& builder, StepResult* res) {
+  res->step_time_s += out.duration_s * repeat;
+  res->tasks += out.tasks;
+  res->events += out.events;
+  for (int r = 0; r < kNumResources; ++r) {
+    res->resources[r].busy_s += out.resources[r].busy_s * repeat;
+    res->resources[r].exposed_s += out.resources[r].exposed_s * repeat;
+  }
+  res->wire_bytes += out.wire_bytes * repeat;
+  for (int k = 0; k < kNumTaskKinds; ++k) {
+    res->wire_bytes_by_kind[k] += out.wire_bytes_by_kind[k] * repeat;
+  }
+  for (int p = 0; p < kNumPathParts; ++p) {
+    res->critical_path_s[p] += out.critical_path_s[p] * repeat;
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
+    if (first || out.peak[t] * scale > res->peak_bytes[t]) {
+      res->peak_bytes[t] = out.peak[t] * scale;
+      res->at_peak[t] = out.at_peak[t].scaled(scale);
+    }
+    if (first) res->steady[t] = builder.persistent()[t].scaled(scale);
+  }
+}
+
+// Fragmentation on the GPU peak, and the rates: samples, tokens, FLOPs, MFU and HFU.
+void finish_rates(const hardware::Cluster& cluster, const StepBuilder& builder,
+                  StepResult* res) {
+  const DsConfig& config = builder.inputs().config;
+  const int gas = static_cast<int>(config.gradient_accumulation_steps);
+  // The caching allocator's fragmentation on top of what is allocated, as the analytic model
+  // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
+  // change during a step, so this grows with the allocated total and the peak stays where it was.
+  // (The engine's peak is its breakdown's total, so the total after is the new peak.)
+  {
+    const int gpu = static_cast<int>(Tier::kGpu);
+    res->at_peak[gpu].add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+    res->peak_bytes[gpu] = res->at_peak[gpu].total();
+  }
+  // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
+  const double samples = static_cast<double>(config.train_batch_size);
+  res->samples_per_s = samples / res->step_time_s;
+  res->tokens_per_s =
+      res->samples_per_s * static_cast<double>(builder.inputs().workload.seq_len);
+  res->model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
+  res->hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
+  res->tflops_per_gpu = res->model_flops_per_gpu / res->step_time_s / 1e12;
+  const double peak = config.precision == Precision::kFp32
+                          ? cluster.profile.gpu.peak_fp32_flops_per_s
+                          : cluster.profile.gpu.peak_flops_per_s;
+  res->mfu = res->model_flops_per_gpu / res->step_time_s / peak;
+  res->hfu = res->hardware_flops_per_gpu / res->step_time_s / peak;
+}
+
+}  // namespace
+
 StepResult simulate_step(const models::Model& model, const hardware::Cluster& cluster,
                          const DsConfig& config, const Workload& workload,
                          const SimulateOptions& options) {
   const bool observed = options.trace != nullptr || static_cast<bool>(options.observer);
-  // A configuration equivalent to one this workspace simulated: the same result, nothing built.
-  const bool reuse_step = options.reuse_steps && options.workspace != nullptr &&
-                          options.workspace->reuse_outcomes && !options.analytic_memory &&
-                          !observed && options.shuffle_seed == 0 && !options.every_micro_step;
-  GraphFingerprint step;
-  if (reuse_step) {
-    step = step_key(model, cluster, config, workload, options.sizes);
-    auto it = options.workspace->steps.find(step);
-    if (it != options.workspace->steps.end()) {
-      ++options.workspace->steps_reused;
-      return it->second;
-    }
-  }
   StepBuilder builder(model, cluster, config, workload, options.sizes);
   StepResult res;
   const int gas = static_cast<int>(config.gradient_accumulation_steps);
@@ -237,9 +222,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   const double per_node = cluster.gpus_per_node();
   SimWorkspace local;
   SimWorkspace& ws = options.workspace != nullptr ? *options.workspace : local;
-  Simulator& simulator = ws.simulator;
-  StepGraph& graph = ws.graph;
-  EngineResult& er = ws.result;
   EngineOptions eo;
   eo.shuffle_seed = options.shuffle_seed;
   eo.record_memory = observed;
@@ -247,7 +229,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   const bool reuse =
       ws.reuse_outcomes && options.workspace != nullptr && !observed && options.shuffle_seed == 0;
   double offset_s = 0;
-  bool first = true;
   std::array<MemoryBreakdown, kNumTiers> boundary_memory{};
   GraphOutcome fresh;
   // The micro-steps (the boundary one last), then the optimizer step from where it left memory.
@@ -255,90 +236,25 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     const bool optimizer = i == steps.size();
     const int repeat = optimizer ? 1 : steps[i].second;
     if (optimizer) {
-      builder.build_optimizer_step(boundary_memory, &graph, /*finalize=*/!reuse);
+      builder.build_optimizer_step(boundary_memory, &ws.graph, /*finalize=*/!reuse);
     } else {
-      builder.build(steps[i].first, &graph, /*finalize=*/!reuse);
+      builder.build(steps[i].first, &ws.graph, /*finalize=*/!reuse);
     }
-    const GraphOutcome* out = nullptr;
-    GraphFingerprint key;
-    if (reuse) {
-      key = graph.fingerprint();
-      auto it = ws.outcomes.find(key);
-      if (it != ws.outcomes.end()) {
-        out = &it->second;
-        ++ws.reused;
-      } else {
-        graph.finalize();
-      }
-    }
-    if (out == nullptr) {
-      simulator.run(graph, eo, &er);
-      ++ws.simulated;
-      ws.tasks_run += graph.tasks().size();
-      ws.tasks_jumped += er.skipped_tasks;
-      fresh = summarize(graph, er);
-      out = &fresh;
-      if (reuse) {
-        if (ws.outcomes.size() >= kMaxOutcomes) ws.outcomes.clear();
-        ws.outcomes.emplace(key, fresh);
-      }
-    }
-    if (!optimizer && steps[i].first == gas - 1) boundary_memory = out->final_memory;
-    const double dur = out->duration_s;
+    const GraphOutcome& out = run_graph(ws, reuse, eo, &fresh);
+    if (!optimizer && steps[i].first == gas - 1) boundary_memory = out.final_memory;
+    const double dur = out.duration_s;
     if (optimizer) {
       res.optimizer_step_s = dur;
     } else {
       res.micro_step_s.push_back(dur);
       res.micro_step_repeats.push_back(repeat);
     }
-    res.step_time_s += dur * repeat;
-    res.tasks += out->tasks;
-    res.events += out->events;
-    for (int r = 0; r < kNumResources; ++r) {
-      res.resources[r].busy_s += out->resources[r].busy_s * repeat;
-      res.resources[r].exposed_s += out->resources[r].exposed_s * repeat;
-    }
-    res.wire_bytes += out->wire_bytes * repeat;
-    for (int k = 0; k < kNumTaskKinds; ++k) {
-      res.wire_bytes_by_kind[k] += out->wire_bytes_by_kind[k] * repeat;
-    }
-    for (int p = 0; p < kNumPathParts; ++p) {
-      res.critical_path_s[p] += out->critical_path_s[p] * repeat;
-    }
-    for (int t = 0; t < kNumTiers; ++t) {
-      double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;
-      if (first || out->peak[t] * scale > res.peak_bytes[t]) {
-        res.peak_bytes[t] = out->peak[t] * scale;
-        res.at_peak[t] = out->at_peak[t].scaled(scale);
-      }
-      if (first) res.steady[t] = builder.persistent()[t].scaled(scale);
-    }
-    if (options.trace != nullptr) options.trace->add(graph, er, offset_s, per_node);
-    if (options.observer) options.observer(graph, er, offset_s);
+    add_outcome(out, repeat, /*first=*/i == 0, per_node, builder, &res);
+    if (options.trace != nullptr) options.trace->add(ws.graph, ws.result, offset_s, per_node);
+    if (options.observer) options.observer(ws.graph, ws.result, offset_s);
     offset_s += dur;
-    first = false;
   }
-  // The caching allocator's fragmentation on top of what is allocated, as the analytic model
-  // adds it (memory_model.cc): a fraction of the non-runtime bytes. The runtime category does not
-  // change during a step, so this grows with the allocated total and the peak stays where it was.
-  // (The engine's peak is its breakdown's total, so the total after is the new peak.)
-  {
-    const int gpu = static_cast<int>(Tier::kGpu);
-    res.at_peak[gpu].add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
-    res.peak_bytes[gpu] = res.at_peak[gpu].total();
-  }
-  // Critical-path pieces summed over distinct micro-steps equal their durations by construction.
-  const double samples = static_cast<double>(config.train_batch_size);
-  res.samples_per_s = samples / res.step_time_s;
-  res.tokens_per_s = res.samples_per_s * static_cast<double>(workload.seq_len);
-  res.model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
-  res.hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
-  res.tflops_per_gpu = res.model_flops_per_gpu / res.step_time_s / 1e12;
-  const double peak = config.precision == Precision::kFp32
-                          ? cluster.profile.gpu.peak_fp32_flops_per_s
-                          : cluster.profile.gpu.peak_flops_per_s;
-  res.mfu = res.model_flops_per_gpu / res.step_time_s / peak;
-  res.hfu = res.hardware_flops_per_gpu / res.step_time_s / peak;
+  finish_rates(cluster, builder, &res);
   if (options.analytic_memory) {
     res.analytic = analyze_memory(model, cluster, config, builder.sizes(), builder.activations());
   }
@@ -351,10 +267,6 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   // As the planner decides: a config fits only if the analytic bound fits too.
   if (options.analytic_memory) res.fits = res.fits && res.analytic.fits();
   if (options.trace != nullptr) options.trace->finish();
-  if (reuse_step) {
-    if (ws.steps.size() >= kMaxSteps) ws.steps.clear();
-    ws.steps.emplace(step, res);
-  }
   return res;
 }
 

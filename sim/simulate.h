@@ -21,7 +21,7 @@
 #include "sim/engine.h"
 #include "sim/memory_model.h"
 #include "sim/step_graph.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 
@@ -107,12 +107,7 @@ struct SimWorkspace {
   size_t tasks_run = 0;  // tasks of those graphs
   // Of which the engine copied from a repeat (EngineResult::skipped_tasks).
   size_t tasks_jumped = 0;
-  // With SimulateOptions::reuse_steps: whole results by a key of the configuration (every field
-  // the builder reads, with a prefetch window that changes no graph counted as none), so that a
-  // configuration equivalent to one already simulated skips building its graphs too.
-  std::unordered_map<GraphFingerprint, StepResult, GraphFingerprintHash> steps;
-  size_t steps_reused = 0;  // simulate_step calls answered from `steps`
-  ZeroSizesCache sizes;     // for callers that evaluate many configs of one model (the planner)
+  ZeroSizesCache sizes;  // for callers that evaluate many configs of one model (the planner)
 };
 
 struct SimulateOptions {
@@ -124,10 +119,6 @@ struct SimulateOptions {
                                       // samples)
   SimWorkspace* workspace = nullptr;  // optional reusable buffers
   bool analytic_memory = true;        // also fill StepResult::analytic (the planner has it already)
-  // Reuse the workspace's whole results (SimWorkspace::steps). Only for a workspace that serves
-  // one (model, cluster, workload), as the planner's per-search workspaces do; needs
-  // analytic_memory false (the analytic view reads knobs the graphs do not).
-  bool reuse_steps = false;
   // zero_sizes(model, cluster.gpus, config), when the caller has it already (the planner's bound
   // computed it): not computed again.
   const ZeroSizes* sizes = nullptr;

@@ -1,5 +1,6 @@
 // The step-graph builder for every stage. Stage 3's forward and backward are in
-// step_builder_stage3.cc; this file holds the shared pieces, stages 0-2 and the optimizer step.
+// step_builder_stage3.cc, stages 0-2's backward in step_builder_simple.cc; this file holds the
+// shared pieces, stages 0-2's forward and the optimizer step.
 // "ref §x" = reference/deepspeed_internals.md.
 #include "sim/step_builder.h"
 
@@ -16,11 +17,14 @@ using hardware::Collective;
 
 StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cluster,
                          const DsConfig& config, const Workload& workload, const ZeroSizes* sizes)
-    : model_(model), cluster_(cluster), config_(config), workload_(workload) {
-  sizes_ = sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config);
-  persistent_ = persistent_memory(sizes_, cluster, config);
-  acts_ = plan_activations(model, config, workload);
-  pieces_ = plan_pieces(model, cluster.profile.gpu, config, workload, sizes_);
+    : model_(model),
+      cluster_(cluster),
+      sizes_(sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config)),
+      inputs_(step_inputs(config, workload, sizes_)) {
+  // From here on only the normalized inputs: config_ and workload_ refer to inputs_.
+  persistent_ = persistent_memory(sizes_, cluster, config_);
+  acts_ = plan_activations(model, config_, workload_);
+  pieces_ = plan_pieces(model, cluster.profile.gpu, config_, workload_, sizes_);
   layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
   for (size_t p = pieces_.size(); p-- > 0;)
     layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
@@ -28,12 +32,12 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
     module_base_.push_back(module_count_);
     module_count_ += static_cast<int>(layer.modules.size());
   }
-  const double fwd = model.forward_flops(workload.seq_len, config.micro_batch);
+  const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch);
   model_flops_ = 3 * fwd;
   double recomputed = 0;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     if (acts_.checkpointed[i]) {
-      recomputed += model.layer_forward_flops(i, workload.seq_len, config.micro_batch);
+      recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch);
     }
   }
   hardware_flops_ = model_flops_ + recomputed;
@@ -287,193 +291,38 @@ void StepBuilder::build_forward_simple(Ctx& c) const {
   }
 }
 
-void StepBuilder::build_backward_simple(Ctx& c) const {
-  const ZeroConfig& z = config_.zero;
-  const double p = sizes_.param_bytes;
-  const double a = sizes_.grad_accum_bytes;
-  const double P = sizes_.partition;
-  const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
-  const bool gas = config_.gradient_accumulation_steps > 1;
-  const Tier gpu = Tier::kGpu;
-  // Stage 1 reduces at the boundary only; stage 2 every micro-step (engine.allreduce_gradients,
-  // ref §4.2). Stage 0 all-reduces after backward, at the boundary.
-  const bool bucketed = (z.stage == 2) || (z.stage == 1 && c.boundary);
-  // Stage 1 without overlap_comm reduces after the whole backward (reduce_gradients); stage 2
-  // reduces from the hooks, on the compute stream when overlap_comm is off.
-  const bool after_backward = z.stage == 1 && !z.overlap_comm;
-  const Resource stream = z.overlap_comm ? Resource::kReduceStream : Resource::kCompute;
-  // IPG buffers (setup_buckets, ref §2.1 item 4): doubled with overlap_comm, which alternates
-  // them, so a bucket's buffer is refilled two buckets later.
-  const double ipg_bytes =
-      z.contiguous_gradients ? p * sizes_.bucket * (z.overlap_comm ? 2 : 1) : 0;
-  const int reuse_distance = (z.overlap_comm && z.contiguous_gradients) ? 2 : 1;
-
-  Bucketer bucketer(sizes_.bucket);
-  std::vector<PendingBucket> deferred;
-  bool partition_allocated = false;
-  // The task whose end frees the IPG buffer of the last bucket reduced: the reduction itself, or
-  // with offload the copies to the host that read the reduced bucket from it (ref §5.1).
-  TaskId ipg_freed_by = kNoTaskId;
-
-  auto reduce_bucket = [&](const PendingBucket& b) {
-    const double bytes = p * b.elems;
-    Task t;
-    if (z.use_multi_rank_bucket_allreduce || !z.reduce_scatter) {
-      // The whole bucket is all-reduced; each rank then keeps its slices (average_tensor).
-      t = collective_task(TaskKind::kAllReduce, stream, Collective::kAllReduce, bytes);
-    } else {
-      // One dist.reduce per owner: data moves as in a reduce-scatter, with a launch per rank.
-      t = collective_task(TaskKind::kReduce, stream, Collective::kReduceScatter, bytes);
-      t.latency_s *= cluster_.gpus;
-    }
-    // The copies around the collective, each a read and a write, short kernels on the same
-    // stream counted into the task as fixed time: stage 1's hooks run now and copy the kept
-    // gradients into the IPG buffer (a tensor larger than the bucket goes straight to the flat
-    // copy); allreduce_bucket flattens the bucket (ref §2.1 item 5); then each rank keeps its
-    // averaged slices in grads_in_partition, or with offload the reduced bucket goes back into
-    // the IPG buffer that the host copies read (ref §5.1).
-    double copied = bytes;
-    if (z.stage == 1 && b.elems <= sizes_.bucket) copied += bytes;
-    copied += offload ? bytes : bytes / cluster_.gpus;
-    t.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * copied);
-    TaskId r = place(c, t, -1, b.index, b.closer);
-    if (c.bucket_reduced.size() <= static_cast<size_t>(b.index)) {
-      c.bucket_reduced.resize(b.index + 1, kNoTaskId);
-    }
-    c.bucket_reduced[b.index] = r;
-    // allreduce_bucket flattens the slices it reduces (ref §2.1 item 5).
-    c.g->effect(r, false, gpu, Category::kBuckets, bytes);
-    c.g->effect(r, true, gpu, Category::kBuckets, -bytes);
-    if (!offload && !partition_allocated) {
-      // grads_in_partition, allocated on first use in a backward (ref §2.1 item 6).
-      partition_allocated = true;
-      c.g->effect(r, false, gpu, Category::kGrads, a * P);
-    }
-    if (offload) {
-      const double slice = b.elems / cluster_.gpus;
-      if (c.boundary) {
-        // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
-        // (ref §5.1).
-        ipg_freed_by =
-            place(c, copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice), -1, b.index, r);
-      } else if (gas) {
-        // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
-        TaskId ht = place(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * slice), -1, b.index, r);
-        ipg_freed_by =
-            place(c, copy_task(TaskKind::kD2H, Resource::kD2H, p * slice), -1, b.index, ht);
-      }
-    } else {
-      ipg_freed_by = r;
-    }
-    c.last_reduction = r;
-  };
-  auto on_full = [&](const PendingBucket& b) {
-    if (after_backward) {
-      deferred.push_back(b);
-    } else {
-      reduce_bucket(b);
-    }
-  };
-
-  bool first_backward = true;
-  for (size_t pi = pieces_.size(); pi-- > 0;) {
-    const Piece& pc = pieces_[pi];
-    const int layer = pc.layer;
-    const bool last_piece = static_cast<int>(pi) == layer_first_piece_[layer];
-    if (acts_.checkpointed[layer] && static_cast<int>(pi) + 1 == layer_first_piece_[layer + 1]) {
-      TaskId h2d = add_recompute(c, layer, c.last_compute);
-      TaskId rc = add_compute(c, TaskKind::kRecompute, static_cast<int>(pi));
-      if (h2d != kNoTaskId) c.g->depend(rc, h2d);
-      add_forward_memory(c, rc, layer, /*recompute=*/true);
-    }
-    TaskId b = add_compute(c, TaskKind::kBackward, static_cast<int>(pi));
-    c.last_compute = b;
-    if (first_backward && bucketed) {
-      // The first gradient hook of a backward allocates the IPG buffers.
-      c.g->effect(b, false, gpu, Category::kBuckets, ipg_bytes);
-    }
-    first_backward = false;
-    add_backward_memory(c, b, layer, last_piece);
-    double piece_grads = 0;
-    for (double e : pc.grads) piece_grads += e;
-    if (z.stage <= 1) {
-      // Full 16-bit gradients kept to the step (stage 1 frees them in step(), stage 0 in
-      // zero_grad); later micro-steps accumulate into the same tensors (the baseline).
-      if (c.first) c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
-    } else {
-      // Stage 2: autograd's gradient lives until the hook copies it into the bucket (below).
-      c.g->effect(b, false, gpu, Category::kGrads, p * piece_grads);
-    }
-    if (!bucketed) continue;
-    // A gradient that overflows the bucket waits, allocated, until the full bucket has left the
-    // IPG buffer (the hook runs reduce_ipg_grads() before its copy, ref §2.1 item 4); so do the
-    // piece's later gradients. With overlap_comm the other IPG buffer takes it at once (the wait
-    // for that buffer is the dependency below).
-    double copied = 0, waiting = 0;
-    for (double e : pc.grads) {
-      const TaskId freed_before = ipg_freed_by;
-      bucketer.add(e, b, on_full);
-      if (waiting > 0 || (ipg_freed_by != freed_before && reuse_distance == 1)) {
-        waiting += e;
-      } else {
-        copied += e;
-      }
-    }
-    if (z.stage == 2) {
-      c.g->effect(b, true, gpu, Category::kGrads, -p * copied);
-      if (waiting > 0) c.g->effect(ipg_freed_by, true, gpu, Category::kGrads, -p * waiting);
-    }
-    // A bucket that started filling here waits until the reduction that last used its buffer
-    // has ended -- unless that reduction was issued by this same piece (a finer graph would
-    // order them inside it).
-    for (const PendingBucket& started : bucketer.take_started()) {
-      int prev = started.index - reuse_distance;
-      if (after_backward || prev < 0 || prev >= static_cast<int>(c.bucket_reduced.size())) continue;
-      TaskId r = c.bucket_reduced[prev];
-      if (r != kNoTaskId && r < b) c.g->depend(b, r);
-    }
-  }
-  if (bucketed) {
-    bucketer.flush(on_full);
-    for (const PendingBucket& b : deferred) reduce_bucket(b);
-    // The backward epilogue releases the IPG buffers (_release_ipg_buffers).
-    if (c.last_reduction != kNoTaskId) {
-      c.g->effect(c.last_reduction, true, gpu, Category::kBuckets, -ipg_bytes);
-    }
-  }
-  if (z.stage == 2 && !offload && !c.first) {
-    // Later micro-steps add the new partition into the accumulated one (all_grad_tensors) and
-    // drop the new one (ref §2.1 item 6).
-    TaskId at = place(c, memory_task(TaskKind::kGradAccumulate, Resource::kCompute, 3 * a * P), -1,
-                      -1, c.last_reduction);
-    c.g->effect(at, true, gpu, Category::kGrads, -a * P);
-    c.last_reduction = at;
-  }
-  if (z.stage == 0 && c.boundary) {
-    // buffered_allreduce_fallback: flatten and all-reduce MEMORY_OPT_ALLREDUCE_SIZE pieces on
-    // the compute stream after backward (engine.py, ref §4.2).
-    double left = sizes_.psi;
-    int index = 0;
-    while (left > 0) {
-      const double elems = std::min(left, kStage0AllreduceElems);
-      left -= elems;
-      TaskId ft = place(c, memory_task(TaskKind::kBucketCopy, Resource::kCompute, 2 * p * elems),
-                        -1, index, kNoTaskId);
-      c.g->effect(ft, false, gpu, Category::kBuckets, p * elems);
-      Task ar = collective_task(TaskKind::kAllReduce, Resource::kCompute, Collective::kAllReduce,
-                                p * elems);
-      // allreduce_and_copy copies the averaged result back into the gradients (read + write).
-      ar.latency_s += hardware::memory_bound_time_s(cluster_.profile.gpu, 2 * p * elems);
-      TaskId at = place(c, ar, -1, index++, kNoTaskId);
-      c.g->effect(at, true, gpu, Category::kBuckets, -p * elems);
-      c.last_reduction = at;
-    }
-  }
-}
-
 // --- The optimizer step ----------------------------------------------------------------------
 
 void StepBuilder::build_optimizer(Ctx& c) const {
+  // The step starts after the last micro-step's synchronization: every reduction and gradient
+  // copy has ended, so nothing here waits on them.
+  if (config_.zero.stage == 0) {
+    optimizer_stage0(c);
+  } else if (config_.zero.stage <= 2) {
+    optimizer_stages12(c);
+  } else {
+    optimizer_stage3(c);
+  }
+}
+
+TaskId StepBuilder::step_task(Ctx& c, const Task& t, int index, TaskId after) const {
+  return place(c, t, -1, index, after);
+}
+
+void StepBuilder::optimizer_stage0(Ctx& c) const {
+  const double p = sizes_.param_bytes;
+  const Tier gpu = Tier::kGpu;
+  // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
+  TaskId ot = step_task(c, gpu_adam_task(sizes_.psi, /*copy_back=*/false));
+  if (config_.precision != Precision::kFp32) {
+    c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
+    c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
+  }
+  // zero_grad(set_to_none): the gradients are gone after the step.
+  c.g->effect(ot, true, gpu, Category::kGrads, -p * sizes_.psi);
+}
+
+void StepBuilder::optimizer_stages12(Ctx& c) const {
   const ZeroConfig& z = config_.zero;
   const double p = sizes_.param_bytes;
   const double a = sizes_.grad_accum_bytes;
@@ -481,56 +330,42 @@ void StepBuilder::build_optimizer(Ctx& c) const {
   const Tier gpu = Tier::kGpu;
   const hardware::NodeSpec& node = cluster_.profile.node;
   const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
-  // Every task of this graph is part of the optimizer step; `index` names a sub-group.
-  auto step_task = [&](const Task& t, int index = -1, TaskId after = kNoTaskId) {
-    return place(c, t, -1, index, after);
-  };
-  // The step starts after the last micro-step's synchronization: every reduction and gradient
-  // copy has ended, so nothing here waits on them.
-
-  if (z.stage == 0) {
-    // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
-    TaskId ot = step_task(gpu_adam_task(sizes_.psi, /*copy_back=*/false));
-    if (config_.precision != Precision::kFp32) {
-      c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
-      c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
-    }
-    // zero_grad(set_to_none): the gradients are gone after the step.
-    c.g->effect(ot, true, gpu, Category::kGrads, -p * sizes_.psi);
-    return;
+  TaskId last;
+  if (!offload) {
+    // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
+    // item 8).
+    Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
+    TaskId pt = step_task(c, prep);
+    c.g->effect(pt, false, gpu, Category::kGrads, p * P);
+    c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
+    c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
+    last = step_task(c, gpu_adam_task(P, /*copy_back=*/true));
+    c.g->effect(last, true, gpu, Category::kGrads32, -4 * P);
+    c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
+  } else {
+    // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
+    Task adam;
+    adam.kind = TaskKind::kOptimizerCpu;
+    adam.resource = Resource::kCpuOptimizer;
+    adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
+    TaskId at = step_task(c, adam);
+    last = step_task(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * P), -1, at);
   }
+  // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
+  if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
+  // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
+  step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
+                            p * P * cluster_.gpus),
+            -1, last);
+}
 
-  if (z.stage <= 2) {
-    TaskId last;
-    if (!offload) {
-      // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
-      // item 8).
-      Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
-      TaskId pt = step_task(prep);
-      c.g->effect(pt, false, gpu, Category::kGrads, p * P);
-      c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
-      c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
-      last = step_task(gpu_adam_task(P, /*copy_back=*/true));
-      c.g->effect(last, true, gpu, Category::kGrads32, -4 * P);
-      c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
-    } else {
-      // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
-      Task adam;
-      adam.kind = TaskKind::kOptimizerCpu;
-      adam.resource = Resource::kCpuOptimizer;
-      adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
-      TaskId at = step_task(adam);
-      last = step_task(copy_task(TaskKind::kH2D, Resource::kH2D, p * P), -1, at);
-    }
-    // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
-    if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
-    // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
-    step_task(collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
-                              p * P * cluster_.gpus),
-              -1, last);
-    return;
-  }
-
+void StepBuilder::optimizer_stage3(Ctx& c) const {
+  const ZeroConfig& z = config_.zero;
+  const double p = sizes_.param_bytes;
+  const double a = sizes_.grad_accum_bytes;
+  const Tier gpu = Tier::kGpu;
+  const hardware::NodeSpec& node = cluster_.profile.node;
+  const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
   // Stage 3: per sub-group (ref §2.2 item 11, §5.2).
   const auto& opt = z.offload_optimizer;
   const bool params_on_gpu = z.offload_param.device == OffloadDevice::kNone;
@@ -543,11 +378,11 @@ void StepBuilder::build_optimizer(Ctx& c) const {
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];
     if (g < first_cpu) {
-      TaskId pt = step_task(
+      TaskId pt = step_task(c, 
           memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
-      TaskId at = step_task(gpu_adam_task(S, /*copy_back=*/true), g);
+      TaskId at = step_task(c, gpu_adam_task(S, /*copy_back=*/true), g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
       c.g->effect(at, true, gpu, Category::kGrads32, -4 * S);
       last = at;
@@ -556,7 +391,7 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     TaskId read = kNoTaskId;
     if (nvme) {
       // Swap in fp32 params, m, v and gradients (16 bytes per element).
-      read = step_task(copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S), g);
+      read = step_task(c, copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S), g);
       // Without pipeline_read the next swap-in starts after this sub-group is written back.
       if (!opt.pipeline_read && prev_write != kNoTaskId) c.g->depend(read, prev_write);
       if (opt.pipeline_read && prev_read != kNoTaskId) c.g->depend(read, prev_read);
@@ -566,26 +401,26 @@ void StepBuilder::build_optimizer(Ctx& c) const {
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
     adam.work_s = hardware::cpu_adam_time_s(node, S, cpu_threads_, ranks_per_node_);
-    TaskId at = step_task(adam, g, read);
+    TaskId at = step_task(c, adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
     last = at;
     if (nvme) {
-      prev_write = step_task(copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S), g, at);
+      prev_write = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S), g, at);
       last = prev_write;
     }
     if (params_on_gpu) {
       // fp16_partitioned_groups_flat[i].copy_(fp32 partition): the new 16-bit params to the GPU.
-      last = step_task(copy_task(TaskKind::kH2D, Resource::kH2D, p * S), g, at);
+      last = step_task(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * S), g, at);
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.
-      last = step_task(copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);
+      last = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);
     }
   }
   // _post_step: persistent parameters are gathered again (ref §2.2 item 9).
   if (sizes_.persistent > 0 && cluster_.gpus > 1) {
     Resource stream = z.overlap_comm ? Resource::kGatherStream : Resource::kCompute;
-    step_task(collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
+    step_task(c, collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
                               p * sizes_.persistent),
               -1, last);
   }

@@ -23,22 +23,27 @@
 #ifndef ZPLAN_SIM_STEP_BUILDER_H_
 #define ZPLAN_SIM_STEP_BUILDER_H_
 
+#include <limits>
 #include <vector>
 
+#include "hardware/cost_model.h"
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/memory_model.h"
 #include "sim/step_costs.h"
 #include "sim/step_graph.h"
-#include "sim/zero_config.h"
+#include "sim/step_inputs.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 
 class StepBuilder {
  public:
-  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to all four
-  // arguments: they must outlive the builder. `sizes`, if given, is zero_sizes(model,
-  // cluster.gpus, config), which the builder then does not compute again.
+  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to `model`
+  // and `cluster`, which must outlive the builder. It reads the configuration and workload only
+  // through their StepInputs, step_inputs(config, workload, sizes) (sim/step_inputs.h), so that
+  // a memo keyed by those inputs cannot miss what it builds from. `sizes`, if given, is
+  // zero_sizes(model, cluster.gpus, config), which the builder then does not compute again.
   StepBuilder(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
               const Workload& workload, const ZeroSizes* sizes = nullptr);
 
@@ -58,10 +63,12 @@ class StepBuilder {
 
   // Stage 3's prefetch window is min(stage3_prefetch_bucket_size, stage3_max_live_parameters),
   // read nowhere else. Any window below this bound builds the same graphs as a window of 0 (see
-  // build_stage3): the reach it adds needs kFetchLookahead + 1 consecutive fetches to fit.
+  // Stage3Pass): the reach it adds needs kFetchLookahead + 1 consecutive fetches to fit.
   // Infinite when nothing is fetched.
   static double inert_prefetch_window(const ZeroSizes& sizes);
 
+  // What it builds from (config and workload normalized, sim/step_inputs.h).
+  const StepInputs& inputs() const { return inputs_; }
   const ZeroSizes& sizes() const { return sizes_; }
   const ActivationPlan& activations() const { return acts_; }
   // Model states and persistent buffers per rank (persistent_memory of sizes()).
@@ -74,10 +81,18 @@ class StepBuilder {
 
  private:
   struct Ctx;  // the state of one build() call
+  class SimpleBackward;  // stages 0-2's backward, one per build (step_builder_simple.cc)
+  class Stage3Pass;      // stage 3's forward and backward, one per build (step_builder_stage3.cc)
   void build_forward_simple(Ctx& c) const;
-  void build_backward_simple(Ctx& c) const;
-  void build_stage3(Ctx& c) const;
+  void build_backward_simple(Ctx& c) const;  // a SimpleBackward
+  void build_stage3(Ctx& c) const;           // a Stage3Pass
   void build_optimizer(Ctx& c) const;
+  void optimizer_stage0(Ctx& c) const;
+  void optimizer_stages12(Ctx& c) const;
+  void optimizer_stage3(Ctx& c) const;  // per sub-group
+  // A task of the optimizer step, sub-group `index`, after `after` unless that is kNoTaskId.
+  TaskId step_task(Ctx& c, const Task& t, int index = -1,
+                   TaskId after = std::numeric_limits<TaskId>::max()) const;
   TaskId add_compute(Ctx& c, TaskKind kind, int piece) const;
   // Adds `t` to this build's graph as part of its micro-step (or the optimizer step), naming
   // `layer` and `index`, after `after` unless that is kNoTaskId; returns its id.
@@ -98,9 +113,10 @@ class StepBuilder {
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;
-  const DsConfig& config_;
-  const Workload& workload_;
   ZeroSizes sizes_;
+  StepInputs inputs_;  // all the builder reads of the configuration and the workload
+  const DsConfig& config_ = inputs_.config;
+  const Workload& workload_ = inputs_.workload;
   std::array<MemoryBreakdown, kNumTiers> persistent_;
   ActivationPlan acts_;
   std::vector<Piece> pieces_;

@@ -13,7 +13,7 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/memory_model.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 

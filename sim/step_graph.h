@@ -27,9 +27,8 @@
 
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 
-#include "hardware/cost_model.h"
 #include "sim/fingerprint.h"
-#include "sim/memory_model.h"
+#include "sim/memory_breakdown.h"
 
 namespace zplan::sim {
 

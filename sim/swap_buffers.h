@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "models/model.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
 

@@ -16,7 +16,7 @@
 #include "hardware/profile.h"
 #include "kernels/comm.h"
 #include "models/catalog.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::testing {
 

@@ -12,7 +12,7 @@
 #include "models/catalog.h"
 #include "models/input_error.h"
 #include "models/json_reader.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "models/atomic_file.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace zplan::testing {

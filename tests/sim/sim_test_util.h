@@ -5,7 +5,7 @@
 
 #include "hardware/profile.h"
 #include "models/catalog.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim::testing {
 

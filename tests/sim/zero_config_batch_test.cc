@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 #include "tests/sim/zero_config_test_util.h"
 
 namespace zplan::sim {

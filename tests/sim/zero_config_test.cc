@@ -1,6 +1,6 @@
 // Tests of reading and checking ds_config.json (sim/zero_config.h) against DeepSpeed 0.19's own
 // rules (reference/deepspeed_internals.md §1); writing and round trips: zero_config_write_test.cc.
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 #include <algorithm>
 #include <cmath>

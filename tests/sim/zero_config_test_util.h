@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/input_error.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim::testing {
 

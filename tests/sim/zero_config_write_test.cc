@@ -10,7 +10,7 @@
 
 #include "models/input_error.h"
 #include "models/json_reader.h"
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 #include "tests/sim/zero_config_test_util.h"
 
 namespace zplan::sim {

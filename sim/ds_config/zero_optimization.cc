@@ -9,8 +9,8 @@
 
 #include "models/input_error.h"
 #include "models/json_reader.h"
-#include "sim/zero_config.h"
-#include "sim/zero_config_internal.h"
+#include "sim/ds_config/zero_config.h"
+#include "sim/ds_config/zero_config_internal.h"
 
 namespace zplan::sim::internal {
 

@@ -4,7 +4,7 @@
 // parts share; zero_config_batch.cc has the batch keys, zero_optimization.cc the
 // zero_optimization block.
 // Sources: reference/deepspeed_internals.md §1.
-#include "sim/zero_config.h"
+#include "sim/ds_config/zero_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "models/input_error.h"
 #include "models/json_reader.h"
-#include "sim/zero_config_internal.h"
+#include "sim/ds_config/zero_config_internal.h"
 
 namespace zplan::sim {
 
