@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "calibrate/executor.h"
 #include "calibrate/executor_comm.h"
 #include "calibrate/executor_device.h"

@@ -55,6 +55,9 @@ struct Alternative {
 struct PlanResult {
   SearchResult search;
   std::optional<size_t> recommended;
+  // The recommended config as the ds_config to write, checked by validate_ds_config; set exactly
+  // when `recommended` is.
+  std::optional<sim::DsConfig> recommended_config;
   std::string why;  // one line: why the recommended config wins
   std::vector<Alternative> alternatives;
   // What the recommended config needs outside ds_config.json (checkpointing in the model, the

@@ -414,10 +414,14 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   return z;
 }
 
-void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
-  if (z.stage < 0 || z.stage > 3) {
-    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(z.stage));
+void check_stage(int stage, const Locator& loc) {
+  if (stage < 0 || stage > 3) {
+    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage));
   }
+}
+
+void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
+  check_stage(z.stage, loc);
   // DeepSpeed itself accepts 0 for these sizes (Field(ge=0)); zplan rejects it for buckets and
   // sub-groups, a degenerate schedule it does not model. A prefetch bucket of 0 is a real
   // setting ("no prefetch") and is accepted.

@@ -1,2 +1,2 @@
-list(APPEND ZPLAN_TEST_SOURCES planner/knobs_test.cc planner/search_space_test.cc
+list(APPEND ZPLAN_TEST_SOURCES planner/search_space_test.cc
      planner/plan_test.cc planner/cli_plan_test.cc)
