@@ -7,7 +7,7 @@
 // that times it the way nccl-tests does, so MPI, NCCL and the fake are measured and printed alike
 // -- as ninja pairs CommandRunner with FakeCommandRunner (reference/style_anchors.md §1, §10.2).
 //
-// Which backends this build contains is decided at configure time (calibrate/backends.cmake) and
+// Which backends this build contains is decided at configure time (kernels/backends.cmake) and
 // listed, explicitly, by calibrate/registry.cc; the factories below for mpi, cuda and nccl exist
 // only in builds that have them.
 #ifndef ZPLAN_CALIBRATE_BACKEND_H_
@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
-#include "calibrate/group.h"
 #include "calibrate/measurements.h"
 #include "calibrate/progress.h"
 #include "hardware/profile.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 
@@ -54,9 +54,9 @@ class Backend {
   // Throws InputError "backend '<name>': <what is missing>" if the backend cannot run here (no
   // device, a single rank for a collective backend). Called on every rank, for every selected
   // backend, before anything is measured.
-  virtual void check(Group& group, const ProbeOptions& options) = 0;
+  virtual void check(kernels::Comm& group, const ProbeOptions& options) = 0;
   // Measures and adds the results to *out (complete on rank 0). Collective over `group`.
-  virtual void measure(Group& group, const ProbeOptions& options, Progress& progress,
+  virtual void measure(kernels::Comm& group, const ProbeOptions& options, Progress& progress,
                        Measurements* out) = 0;
 };
 

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "calibrate/block_io_internal.h"
 #include "calibrate/interrupt.h"
 #include "models/input_error.h"
 
@@ -30,7 +29,7 @@ struct FreeDeleter {
 // or compression shortcuts).
 class Buffers {
  public:
-  explicit Buffers(const BlockIoSettings& s) {
+  explicit Buffers(const kernels::BlockIoSettings& s) {
     for (int i = 0; i < s.queue_depth; ++i) {
       void* p = nullptr;
       if (posix_memalign(&p, kAlignment, s.block_bytes) != 0) throw std::bad_alloc();
@@ -46,42 +45,31 @@ class Buffers {
   std::vector<char*> raw_;
 };
 
-void sync_transfer(int fd, bool write, size_t blocks, const BlockIoSettings& s,
-                   char* const* buffers, const std::string& dir) {
-  for (size_t i = 0; i < blocks; ++i) {
-    char* buf = buffers[i % size_t(s.queue_depth)];
-    const off_t offset = static_cast<off_t>(i * s.block_bytes);
-    size_t left = s.block_bytes;
-    while (left > 0) {
-      ssize_t n = write ? pwrite(fd, buf, left, offset + off_t(s.block_bytes - left))
-                        : pread(fd, buf, left, offset + off_t(s.block_bytes - left));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        throw InputError(dir,
-                         std::string(write ? "write" : "read") + " failed: " + errno_text(errno));
-      }
-      if (n == 0) throw InputError(dir, "unexpected end of the scratch file");
-      left -= static_cast<size_t>(n);
-    }
-  }
-}
-
 // Runs the transfer with io_uring, or pread/pwrite where io_uring cannot be used; returns seconds.
-double transfer(const ScratchFile& f, bool write, size_t bytes, const BlockIoSettings& s,
+double transfer(const ScratchFile& f, bool write, size_t bytes, const kernels::BlockIoSettings& s,
                 std::string* engine) {
   const size_t blocks = (bytes + s.block_bytes - 1) / s.block_bytes;
   Buffers buffers(s);
-  std::string why;
   auto start = std::chrono::steady_clock::now();
-  internal::IoStatus status =
-      internal::uring_transfer(f.fd(), write, blocks, s, buffers.data(), f.dir(), &why);
-  if (status == internal::IoStatus::kUnavailable) {
-    start = std::chrono::steady_clock::now();
-    sync_transfer(f.fd(), write, blocks, s, buffers.data(), f.dir());
-    *engine = "pread/pwrite (" + why + ")";
-  } else {
+  kernels::BlockTransfer io(s.queue_depth);
+  if (io.uring()) {
     *engine = "io_uring";
+  } else {
+    start = std::chrono::steady_clock::now();
+    *engine = std::string("pread/pwrite (") +
+              (kernels::BlockTransfer::uring_built_in()
+                   ? std::string("io_uring_queue_init: ") + std::strerror(io.uring_error())
+                   : std::string("io_uring not built in: configure with liburing-dev installed")) +
+              ")";
   }
+  char* const* slots = buffers.data();
+  io.run(
+      f.fd(), write, blocks,
+      [&](size_t i, int slot) {
+        return kernels::IoBlock{slots[slot], static_cast<uint64_t>(i * s.block_bytes),
+                                s.block_bytes};
+      },
+      f.dir(), "");
   if (write && fdatasync(f.fd()) != 0) {
     throw InputError(f.dir(), "fdatasync failed: " + errno_text(errno));
   }
@@ -118,13 +106,13 @@ ScratchFile::~ScratchFile() {
   if (fd_ >= 0) close(fd_);
 }
 
-double sequential_write(const ScratchFile& file, size_t bytes, const BlockIoSettings& settings,
-                        std::string* engine) {
+double sequential_write(const ScratchFile& file, size_t bytes,
+                        const kernels::BlockIoSettings& settings, std::string* engine) {
   return transfer(file, /*write=*/true, bytes, settings, engine);
 }
 
-double sequential_read(const ScratchFile& file, size_t bytes, const BlockIoSettings& settings,
-                       std::string* engine) {
+double sequential_read(const ScratchFile& file, size_t bytes,
+                       const kernels::BlockIoSettings& settings, std::string* engine) {
   if (!file.o_direct()) posix_fadvise(file.fd(), 0, 0, POSIX_FADV_DONTNEED);
   return transfer(file, /*write=*/false, bytes, settings, engine);
 }

@@ -3,9 +3,9 @@
 // ZeRO-Infinity swaps optimizer states and parameters with DeepSpeed's aio handle configured by
 // the `aio` block: block_size 1 MiB, queue_depth 8, one thread, O_DIRECT
 // (reference/deepspeed_internals.md §1.2). The probe does the same: blocks of block_bytes from
-// buffers aligned to 4096 bytes (O_DIRECT's requirement, reference/nccl_hardware.md §7.4),
-// queue_depth of them in flight through io_uring (liburing, ZPLAN_HAVE_URING), or one at a time
-// with pread/pwrite where io_uring is unavailable (not built in, or refused by a seccomp policy).
+// buffers aligned to 4096 bytes (O_DIRECT's requirement, reference/nccl_hardware.md §7.4), moved
+// by kernels/block_transfer.h -- queue_depth of them in flight through io_uring, or one at a time
+// with pread/pwrite where io_uring is unavailable -- the engine the executor's swap file uses.
 // Units: bytes and seconds.
 #ifndef ZPLAN_CALIBRATE_BLOCK_IO_H_
 #define ZPLAN_CALIBRATE_BLOCK_IO_H_
@@ -13,12 +13,9 @@
 #include <cstddef>
 #include <string>
 
-namespace zplan::calibrate {
+#include "kernels/block_transfer.h"
 
-struct BlockIoSettings {
-  size_t block_bytes = size_t{1} << 20;  // DeepSpeed aio block_size
-  int queue_depth = 8;                   // DeepSpeed aio queue_depth
-};
+namespace zplan::calibrate {
 
 // A scratch file in `dir`: created with a hidden unique name, opened with O_DIRECT when the file
 // system allows it (tmpfs does not), and unlinked at once, so that nothing is left behind however
@@ -48,12 +45,12 @@ class ScratchFile {
 // device (fdatasync); returns the seconds this took. *engine = "io_uring" or "pread/pwrite
 // (<why io_uring was not used>)". Throws InputError naming the directory on an I/O error (e.g.
 // no space left).
-double sequential_write(const ScratchFile& file, size_t bytes, const BlockIoSettings& settings,
-                        std::string* engine);
+double sequential_write(const ScratchFile& file, size_t bytes,
+                        const kernels::BlockIoSettings& settings, std::string* engine);
 // Reads the first `bytes` back (after sequential_write); without O_DIRECT the file's pages are
 // dropped from the page cache first, so that the read goes to the device.
-double sequential_read(const ScratchFile& file, size_t bytes, const BlockIoSettings& settings,
-                       std::string* engine);
+double sequential_read(const ScratchFile& file, size_t bytes,
+                       const kernels::BlockIoSettings& settings, std::string* engine);
 
 }  // namespace zplan::calibrate
 

@@ -12,11 +12,11 @@
 
 #include "base/units.h"
 #include "calibrate/collective_sweep.h"
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
 #include "hardware/cost_model.h"
+#include "kernels/config.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 
@@ -77,7 +77,7 @@ std::string own_command_line() {
   return line;
 }
 
-std::string default_name(const CalibrateOptions& o, const Group& g) {
+std::string default_name(const CalibrateOptions& o, const kernels::Comm& g) {
   if (!o.name.empty()) return o.name;
   if (!o.out.empty()) {
     std::string base =
@@ -147,7 +147,7 @@ std::string utc_now() {
   return buf;
 }
 
-Calibration calibrate(const CalibrateOptions& o, Group& g, Progress& progress) {
+Calibration calibrate(const CalibrateOptions& o, kernels::Comm& g, Progress& progress) {
   const double resident = resident_bytes();  // first, before measuring allocates
   Calibration c;
   std::vector<std::string> names = parse_backend_list(o.backends);
@@ -279,7 +279,7 @@ void print_report(std::ostream& out, const Calibration& c) {
                   h.threads_per_rank);
     out << buf;
     out << "# copies: memcpy, caches flushed; pinned = " << h.pinned_note
-        << "; triad: STREAM counting; adam: calibrate/cpu_adam.h (" << h.adam_isa << ")\n";
+        << "; triad: STREAM counting; adam: kernels/cpu_adam.h (" << h.adam_isa << ")\n";
     out << "# nvme: " << h.nvme_path << ", " << h.nvme_engine
         << (h.nvme_o_direct ? ", O_DIRECT" : "") << ", 1 MiB blocks, queue depth 8\n";
     print_rates(out, h.rates);

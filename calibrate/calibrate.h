@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/backend.h"
-#include "calibrate/group.h"
 #include "calibrate/measurements.h"
 #include "calibrate/profile_builder.h"
 #include "calibrate/progress.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 
@@ -38,7 +38,7 @@ struct Calibration {
 
 // Collective over `group`. Bad options, a bad --base and unavailable backends throw InputError
 // before anything is measured; "fake" cannot be combined with other backends.
-Calibration calibrate(const CalibrateOptions& options, Group& group, Progress& progress);
+Calibration calibrate(const CalibrateOptions& options, kernels::Comm& group, Progress& progress);
 
 // The measured tables, nccl-tests style (header lines start with '#'), and the fits.
 void print_report(std::ostream& out, const Calibration& c);

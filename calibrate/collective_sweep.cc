@@ -112,7 +112,7 @@ SweepSettings sweep_settings(const ProbeOptions& o, bool gpu) {
   return s;
 }
 
-CollectiveMeasurement sweep_collective(CollectiveBench& bench, Group& group,
+CollectiveMeasurement sweep_collective(CollectiveBench& bench, kernels::Comm& group,
                                        hardware::Collective op, const SweepSettings& settings,
                                        Progress& progress) {
   CollectiveMeasurement m;

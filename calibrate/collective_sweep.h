@@ -18,9 +18,9 @@
 
 #include "calibrate/backend.h"
 #include "calibrate/fit.h"
-#include "calibrate/group.h"
 #include "calibrate/measurements.h"
 #include "calibrate/progress.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 
@@ -60,7 +60,7 @@ struct SweepSettings {
 SweepSettings sweep_settings(const ProbeOptions& options, bool gpu);
 
 // Measures `op` over the sweep's sizes on every rank of `group` (collective).
-CollectiveMeasurement sweep_collective(CollectiveBench& bench, Group& group,
+CollectiveMeasurement sweep_collective(CollectiveBench& bench, kernels::Comm& group,
                                        hardware::Collective op, const SweepSettings& settings,
                                        Progress& progress);
 

@@ -20,30 +20,11 @@
 #include <cuda_runtime.h>
 
 #include "calibrate/backend.h"
-#include "calibrate/check.h"
-#include "calibrate/cuda_internal.h"
 #include "calibrate/gpu_info.h"
+#include "kernels/check.h"
+#include "kernels/cuda_info.h"
 
 namespace zplan::calibrate {
-
-namespace internal {
-
-int visible_cuda_devices(const std::string& backend) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    throw_unavailable(backend, std::string("no CUDA device (cudaGetDeviceCount: ") +
-                                   cudaGetErrorString(err) + ")");
-  }
-  if (count == 0) throw_unavailable(backend, "no CUDA device (cudaGetDeviceCount: 0 devices)");
-  return count;
-}
-
-std::string cuda_version_text(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
-
-}  // namespace internal
 
 namespace {
 
@@ -89,21 +70,22 @@ class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
 
-  void check(Group& group, const ProbeOptions&) override {
-    int count = internal::visible_cuda_devices("cuda");
+  void check(kernels::Comm& group, const ProbeOptions&) override {
+    int count = kernels::visible_cuda_devices("cuda");
     if (group.local_size() > count) {
-      throw_unavailable("cuda", std::to_string(group.local_size()) + " ranks on " +
-                                    group.hosts().front() + " but only " + std::to_string(count) +
-                                    " CUDA devices (one rank per GPU)");
+      kernels::throw_unavailable(
+          "cuda", std::to_string(group.local_size()) + " ranks on " + group.hosts().front() +
+                      " but only " + std::to_string(count) + " CUDA devices (one rank per GPU)");
     }
   }
 
-  void measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
   // Times `enqueue` (which enqueues `calls` operations on `stream`) on every rank at once;
   // returns the mean over ranks of the median seconds per operation.
-  double time_on_gpu(Group& g, cudaStream_t stream, int repeats, int calls,
+  double time_on_gpu(kernels::Comm& g, cudaStream_t stream, int repeats, int calls,
                      const std::function<void()>& enqueue_one) {
     EventTimer timer(stream);
     std::vector<double> t;
@@ -117,7 +99,7 @@ class CudaBackend : public Backend {
     return g.sum(median(t)) / g.size();
   }
 
-  int calls_for(Group& g, cudaStream_t stream, const std::function<void()>& enqueue_one) {
+  int calls_for(kernels::Comm& g, cudaStream_t stream, const std::function<void()>& enqueue_one) {
     EventTimer timer(stream);
     for (int i = 0; i < kWarmup - 1; ++i) enqueue_one();
     timer.start();
@@ -128,8 +110,9 @@ class CudaBackend : public Backend {
   }
 };
 
-void CudaBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
-  const int count = internal::visible_cuda_devices("cuda");
+void CudaBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
+  const int count = kernels::visible_cuda_devices("cuda");
   const int device = g.local_rank() % count;
   ZPLAN_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop;
@@ -144,8 +127,8 @@ void CudaBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, M
   int runtime = 0, driver = 0;
   ZPLAN_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   ZPLAN_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  out->versions["cuda_runtime"] = internal::cuda_version_text(runtime);
-  out->versions["cuda_driver"] = internal::cuda_version_text(driver);
+  out->versions["cuda_runtime"] = kernels::cuda_version_text(runtime);
+  out->versions["cuda_driver"] = kernels::cuda_version_text(driver);
 
   cudaStream_t stream;
   ZPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -35,14 +35,16 @@ class FakeBackend : public Backend {
  public:
   explicit FakeBackend(const FakeSpec& spec) : spec_(spec) {}
   std::string name() const override { return "fake"; }
-  void check(Group&, const ProbeOptions&) override {}
-  void measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void check(kernels::Comm&, const ProbeOptions&) override {}
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
   FakeSpec spec_;
 };
 
-void FakeBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void FakeBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
   FakeCollectiveBench bench(spec_, o.fake_delay_s);
   // Host: fixed numbers for a made-up node, scaled by the same noise stream.
   HostMeasurements& h = out->host;

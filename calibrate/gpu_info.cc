@@ -27,10 +27,22 @@ std::optional<hardware::Arch> arch_for_compute_capability(int major, int minor) 
 
 std::string stock_profile_for_device(const std::string& device_name, double memory_bytes) {
   const std::string n = upper(device_name);
-  if (n.find("A100") != std::string::npos) return memory_bytes > 48 * kGiB ? "a100" : "a100-40g";
-  if (n.find("H100") != std::string::npos) return "h100";
-  if (n.find("H200") != std::string::npos) return "h200";
-  if (n.find("V100") != std::string::npos) return "v100";
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  // CUDA's names: "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 PCIe",
+  // "NVIDIA H100 80GB HBM3", "NVIDIA L4", "NVIDIA A10G", "NVIDIA L40S",
+  // "NVIDIA GeForce RTX 4090". The PCIe boards have stock profiles of their own (PCIe nodes, no
+  // NVLink); an A100 PCIe of 40 GB has none and gets the SXM one's.
+  if (has("A100")) {
+    if (memory_bytes <= 48 * kGiB) return "a100-40g";
+    return has("PCIE") ? "a100-pcie" : "a100";
+  }
+  if (has("H100")) return has("PCIE") ? "h100-pcie" : "h100";
+  if (has("H200")) return "h200";
+  if (has("V100")) return "v100";
+  if (has("L40S")) return "l40s";
+  if (has("A10G")) return "a10g";
+  if (has("RTX 4090")) return "rtx4090";
+  if (n == "NVIDIA L4" || n == "L4") return "l4";
   return "";
 }
 

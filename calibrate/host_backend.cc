@@ -19,8 +19,8 @@
 
 #include "base/units.h"
 #include "calibrate/block_io.h"
-#include "calibrate/cpu_adam.h"
-#include "calibrate/cpu_gemm.h"
+#include "kernels/cpu_adam.h"
+#include "kernels/cpu_gemm.h"
 
 namespace zplan::calibrate {
 
@@ -93,7 +93,7 @@ class CacheFlusher {
 
 // Runs `fn` on every rank at once, `repeats` times, each time after `prepare` (untimed, before the
 // barrier). Returns the mean over ranks of each rank's median time.
-double time_all_ranks(Group& g, int repeats, const std::function<void()>& prepare,
+double time_all_ranks(kernels::Comm& g, int repeats, const std::function<void()>& prepare,
                       const std::function<void()>& fn) {
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
@@ -127,20 +127,21 @@ class HostBackend : public Backend {
  public:
   std::string name() const override { return "host"; }
 
-  void check(Group&, const ProbeOptions& o) override {
+  void check(kernels::Comm&, const ProbeOptions& o) override {
     ScratchFile probe(o.nvme_path);  // throws, naming the directory, if nothing can be written
   }
 
-  void measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) override;
+  void measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+               Measurements* out) override;
 
  private:
-  void copies(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
-  void nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h);
-  void gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h);
+  void copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h);
+  void nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h);
+  void gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h);
 
-  RateRow row(Group& g, const std::string& probe, double size, int threads, double time_s) {
+  RateRow row(kernels::Comm& g, const std::string& probe, double size, int threads, double time_s) {
     RateRow r;
     r.probe = probe;
     r.size = size;
@@ -152,7 +153,7 @@ class HostBackend : public Backend {
   }
 };
 
-void HostBackend::copies(Group& g, const HostSizes& sz, CacheFlusher& flusher,
+void HostBackend::copies(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
                          HostMeasurements* h) {
   const size_t bytes = static_cast<size_t>(sz.copy_bytes);
   Buffer device(bytes, false);
@@ -179,7 +180,8 @@ void HostBackend::copies(Group& g, const HostSizes& sz, CacheFlusher& flusher,
   }
 }
 
-void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
+void HostBackend::triad(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
+                        HostMeasurements* h) {
   const int64_t n = static_cast<int64_t>(sz.triad_bytes_per_array / sizeof(float));
   const size_t bytes = size_t(n) * sizeof(float);
   Buffer a(bytes, false), b(bytes, false), c(bytes, false);
@@ -200,7 +202,7 @@ void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, Ho
   h->triad_bytes_per_s_node = g.sum(moved / t) / g.nodes();
   h->rates.push_back(row(g, "triad", moved, h->threads_per_rank, t));
 
-  // The executor's memory-bound kernel (calibrate/executor_device_cpu.cc, memory_pass): x = s x in
+  // The executor's memory-bound kernel (executor/device_cpu.cc, memory_pass): x = s x in
   // place over one triad array, the factor a local constant, counted as read + write (8 bytes
   // per element, which is also what the CPU moves).
   float* x = a.floats();
@@ -220,9 +222,10 @@ void HostBackend::triad(Group& g, const HostSizes& sz, CacheFlusher& flusher, Ho
   h->rates.push_back(row(g, "scale in place", moved_inplace, h->threads_per_rank, ti));
 }
 
-void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, HostMeasurements* h) {
-  h->adam_isa = isa_name(best_isa());
-  AdamHyper hyper;
+void HostBackend::adam(kernels::Comm& g, const HostSizes& sz, CacheFlusher& flusher,
+                       HostMeasurements* h) {
+  h->adam_isa = kernels::isa_name(kernels::best_isa());
+  kernels::AdamHyper hyper;
   hyper.weight_decay = 0.01f;
   for (double params : sz.adam_params) {
     const int64_t n = static_cast<int64_t>(params);
@@ -236,8 +239,8 @@ void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, Hos
     }
     int64_t step = 1;
     auto kernel = [&] {
-      adam_step(hyper, step++, p.floats(), grad.floats(), m.floats(), v.floats(), n,
-                h->threads_per_rank);
+      kernels::adam_step(hyper, step++, p.floats(), grad.floats(), m.floats(), v.floats(), n,
+                         h->threads_per_rank);
     };
     kernel();  // warm-up
     double t = time_all_ranks(
@@ -247,8 +250,9 @@ void HostBackend::adam(Group& g, const HostSizes& sz, CacheFlusher& flusher, Hos
   }
 }
 
-void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, HostMeasurements* h) {
-  BlockIoSettings settings;  // DeepSpeed's aio defaults
+void HostBackend::nvme(kernels::Comm& g, const ProbeOptions& o, const HostSizes& sz,
+                       HostMeasurements* h) {
+  kernels::BlockIoSettings settings;  // DeepSpeed's aio defaults
   ScratchFile file(o.nvme_path);
   h->nvme_path = o.nvme_path;
   h->nvme_o_direct = g.sum(file.o_direct() ? 1.0 : 0.0) == g.size();
@@ -276,9 +280,10 @@ void HostBackend::nvme(Group& g, const ProbeOptions& o, const HostSizes& sz, Hos
   h->rates.push_back(r);
 }
 
-void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMeasurements* h) {
-  set_cpu_gemm_threads(h->threads_per_rank);
-  h->gemm_library = cpu_gemm_library();
+void HostBackend::gemms(kernels::Comm& g, const HostSizes& sz, double cold_bytes,
+                        HostMeasurements* h) {
+  kernels::set_cpu_gemm_threads(h->threads_per_rank);
+  h->gemm_library = kernels::cpu_gemm_library();
   {
     // The per-call cost: a 1x1x1 GEMM, many times.
     float a = 1, b = 1, c = 0;
@@ -286,7 +291,9 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     double t = time_all_ranks(
         g, sz.repeats, [] {},
         [&] {
-          for (int i = 0; i < kCalls; ++i) cpu_sgemm(false, false, 1, 1, 1, &a, 1, &b, 1, &c, 1);
+          for (int i = 0; i < kCalls; ++i) {
+            kernels::cpu_sgemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+          }
         });
     h->gemm_call_s = t / kCalls;
   }
@@ -314,8 +321,8 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
     auto call = [&] {
       const int i = next;
       next = (next + 1) % sets;
-      cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, as[i]->floats(), lda, bs[i]->floats(), ldb,
-                cs[i]->floats(), s.n);
+      kernels::cpu_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, as[i]->floats(), lda,
+                         bs[i]->floats(), ldb, 0.0f, cs[i]->floats(), s.n);
     };
     auto t0 = std::chrono::steady_clock::now();
     call();  // warm-up, and the estimate that sets the calls per block (agreed by all ranks)
@@ -330,7 +337,8 @@ void HostBackend::gemms(Group& g, const HostSizes& sz, double cold_bytes, HostMe
   }
 }
 
-void HostBackend::measure(Group& g, const ProbeOptions& o, Progress& progress, Measurements* out) {
+void HostBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& progress,
+                          Measurements* out) {
   HostMeasurements& h = out->host;
   CpuInfo cpu = read_cpu_info();
   h.measured = true;

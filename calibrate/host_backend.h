@@ -8,11 +8,11 @@
 // * memory bandwidth: the executor's memory-bound kernel x = s x in place (8 bytes per element)
 //   and STREAM triad a = b + s c (counted as STREAM counts, 12 bytes per element) with the rank's
 //   threads, caches flushed before each run;
-// * CPU Adam: zplan's vectorized fp32 Adam (calibrate/cpu_adam.h) with the rank's threads at a few
+// * CPU Adam: zplan's vectorized fp32 Adam (kernels/cpu_adam.h) with the rank's threads at a few
 //   sizes (parameters per rank), caches flushed before each step (reference §6);
 // * NVMe: O_DIRECT sequential write then read of one scratch file per rank at --nvme-path with
 //   DeepSpeed's aio defaults, 1 MiB blocks, queue depth 8, through io_uring (block_io.h);
-// * GEMMs: fp32 sgemm (calibrate/cpu_gemm.h: BLAS) over the three training GEMMs of MLP and
+// * GEMMs: fp32 sgemm (kernels/cpu_gemm.h: BLAS) over the three training GEMMs of MLP and
 //   transformer linear layers, in the layouts the executor uses (forward NT, input gradient NN,
 //   weight gradient TN), with the rank's threads: the peak FP32 rate and the efficiency curve
 //   (reference §7.3).

@@ -123,7 +123,7 @@ struct HostMeasurements {
   // element counted, which is also what the CPU moves.
   double inplace_bytes_per_s_per_rank = 0;
   double inplace_bytes_per_s_node = 0;
-  // zplan's vectorized fp32 Adam (calibrate/cpu_adam.h) at the largest size, threads_per_rank
+  // zplan's vectorized fp32 Adam (kernels/cpu_adam.h) at the largest size, threads_per_rank
   // threads per rank.
   double adam_params_per_s_per_rank = 0;
   std::string adam_isa;  // "avx512", "avx2", "scalar"

@@ -9,8 +9,8 @@
 #include <mpi.h>
 
 #include "calibrate/backend.h"
-#include "calibrate/check.h"
 #include "calibrate/collective_sweep.h"
+#include "kernels/check.h"
 
 namespace zplan::calibrate {
 
@@ -18,7 +18,7 @@ namespace {
 
 class MpiCollectiveBench : public CollectiveBench {
  public:
-  explicit MpiCollectiveBench(Group& group) : ranks_(group.size()), nodes_(group.nodes()) {}
+  explicit MpiCollectiveBench(kernels::Comm& group) : ranks_(group.size()), nodes_(group.nodes()) {}
   int ranks() const override { return ranks_; }
   int nodes() const override { return nodes_; }
   std::string backend() const override { return "mpi"; }
@@ -69,18 +69,19 @@ class MpiBackend : public Backend {
  public:
   std::string name() const override { return "mpi"; }
 
-  void check(Group& group, const ProbeOptions&) override {
+  void check(kernels::Comm& group, const ProbeOptions&) override {
     if (group.library().empty()) {
-      throw_unavailable("mpi",
-                        "not started by an MPI launcher; run it as mpirun -np N zplan "
-                        "calibrate --backend mpi ...");
+      kernels::throw_unavailable("mpi",
+                                 "not started by an MPI launcher; run it as mpirun -np N zplan "
+                                 "calibrate --backend mpi ...");
     }
     if (group.size() < 2) {
-      throw_unavailable("mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
+      kernels::throw_unavailable(
+          "mpi", "needs at least 2 MPI ranks, this run has 1 (mpirun -np N, N >= 2)");
     }
   }
 
-  void measure(Group& group, const ProbeOptions& options, Progress& progress,
+  void measure(kernels::Comm& group, const ProbeOptions& options, Progress& progress,
                Measurements* out) override {
     MpiCollectiveBench bench(group);
     const SweepSettings settings = sweep_settings(options, /*gpu=*/false);

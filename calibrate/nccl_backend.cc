@@ -16,9 +16,9 @@
 #include <nccl.h>
 
 #include "calibrate/backend.h"
-#include "calibrate/check.h"
 #include "calibrate/collective_sweep.h"
-#include "calibrate/cuda_internal.h"
+#include "kernels/check.h"
+#include "kernels/cuda_info.h"
 
 namespace zplan::calibrate {
 
@@ -26,7 +26,7 @@ namespace {
 
 class NcclCollectiveBench : public CollectiveBench {
  public:
-  NcclCollectiveBench(Group& group, int visible) : nodes_(group.nodes()) {
+  NcclCollectiveBench(kernels::Comm& group, int visible) : nodes_(group.nodes()) {
     if (group.size() > 1) {
       ranks_ = group.size();
       first_rank_ = group.rank();
@@ -136,23 +136,23 @@ class NcclBackend : public Backend {
  public:
   std::string name() const override { return "nccl"; }
 
-  void check(Group& group, const ProbeOptions&) override {
-    int visible = internal::visible_cuda_devices("nccl");
+  void check(kernels::Comm& group, const ProbeOptions&) override {
+    int visible = kernels::visible_cuda_devices("nccl");
     if (group.size() == 1 && visible < 2) {
-      throw_unavailable("nccl",
-                        "needs at least 2 GPUs: this process sees 1 and is the only rank "
-                        "(use a node with several GPUs, or mpirun -np N across nodes)");
+      kernels::throw_unavailable("nccl",
+                                 "needs at least 2 GPUs: this process sees 1 and is the only rank "
+                                 "(use a node with several GPUs, or mpirun -np N across nodes)");
     }
     if (group.size() > 1 && group.local_size() > visible) {
-      throw_unavailable("nccl", std::to_string(group.local_size()) +
-                                    " ranks on one node but only " + std::to_string(visible) +
-                                    " CUDA devices (one rank per GPU)");
+      kernels::throw_unavailable(
+          "nccl", std::to_string(group.local_size()) + " ranks on one node but only " +
+                      std::to_string(visible) + " CUDA devices (one rank per GPU)");
     }
   }
 
-  void measure(Group& group, const ProbeOptions& options, Progress& progress,
+  void measure(kernels::Comm& group, const ProbeOptions& options, Progress& progress,
                Measurements* out) override {
-    int visible = internal::visible_cuda_devices("nccl");
+    int visible = kernels::visible_cuda_devices("nccl");
     int version = 0;
     ZPLAN_NCCL_CHECK(ncclGetVersion(&version));
     // NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9.

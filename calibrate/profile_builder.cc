@@ -73,7 +73,7 @@ void apply_host(const HostMeasurements& h, hardware::Profile* p, Recorder& rec) 
                    " thread(s) each; STREAM triad in provenance.raw");
   n.cpu_adam_params_per_s_per_core = h.adam_params_per_s_per_rank / h.threads_per_rank;
   rec.measured("/node/cpu_adam_mparams_per_s_per_core",
-               "zplan's fp32 Adam (calibrate/cpu_adam.h, " + h.adam_isa +
+               "zplan's fp32 Adam (kernels/cpu_adam.h, " + h.adam_isa +
                    ") at the largest "
                    "size, per rank with " +
                    ranks + ", divided by its " + std::to_string(h.threads_per_rank) + " thread(s)");

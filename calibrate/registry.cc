@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 #if ZPLAN_HAVE_CUDA
-#include "calibrate/cuda_internal.h"
+#include "kernels/cuda_info.h"
 #endif
 
 namespace zplan::calibrate {
@@ -23,7 +23,7 @@ std::string join(const std::vector<std::string>& names) {
 int quiet_cuda_devices() {
 #if ZPLAN_HAVE_CUDA
   try {
-    return internal::visible_cuda_devices("cuda");
+    return kernels::visible_cuda_devices("cuda");
   } catch (const InputError&) {
     return 0;
   }
@@ -100,7 +100,7 @@ std::vector<std::string> parse_backend_list(const std::string& given,
   return names;
 }
 
-std::vector<std::string> auto_backends(const Group& group) {
+std::vector<std::string> auto_backends(const kernels::Comm& group) {
   std::vector<std::string> names = {"host"};
   const int gpus = quiet_cuda_devices();
   if (gpus > 0) {
@@ -128,11 +128,11 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   throw InputError("", "backend '" + name + "' cannot be created");
 }
 
-std::unique_ptr<Group> make_process_group() {
-  const std::string launcher = mpi_launcher_variable();
-  if (launcher.empty()) return make_single_process_group();
+std::unique_ptr<kernels::Comm> make_process_comm() {
+  const std::string launcher = kernels::mpi_launcher_variable();
+  if (launcher.empty()) return kernels::make_single_process_comm();
 #if ZPLAN_HAVE_MPI
-  return make_mpi_group();
+  return kernels::make_mpi_comm(kernels::MpiCommOptions{});
 #else
   throw InputError("", "started by an MPI launcher (" + launcher +
                            ") but this zplan has no MPI (configure with -DZPLAN_WITH_MPI=ON); "

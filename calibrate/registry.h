@@ -1,5 +1,5 @@
 // The registry of measurement backends: which ones zplan knows, which ones this build contains
-// (decided by calibrate/backends.cmake, read from the generated calibrate/config.h), and how to
+// (decided by kernels/backends.cmake, read from the generated kernels/config.h), and how to
 // make them. Explicit on purpose -- no static self-registration, which silently vanishes from
 // static libraries (reference/style_anchors.md §10.2).
 #ifndef ZPLAN_CALIBRATE_REGISTRY_H_
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/backend.h"
-#include "calibrate/group.h"
+#include "kernels/comm.h"
 
 namespace zplan::calibrate {
 
@@ -38,14 +38,14 @@ std::vector<std::string> parse_backend_list(const std::string& list,
 
 // "auto": host; plus cuda (and nccl, with 2 GPUs or more ranks) when the build has them and a
 // CUDA device is visible; plus mpi when launched with more than one rank and no GPU backend runs.
-std::vector<std::string> auto_backends(const Group& group);
+std::vector<std::string> auto_backends(const kernels::Comm& group);
 
 // Makes a backend this build has (REQUIRES: a name parse_backend_list accepted).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
-// The group of this process: MPI_COMM_WORLD when an MPI launcher started it (mpirun -np N), else
+// The ranks of this run: MPI_COMM_WORLD when an MPI launcher started it (mpirun -np N), else
 // a single process. Throws InputError when a launcher started it but this build has no MPI.
-std::unique_ptr<Group> make_process_group();
+std::unique_ptr<kernels::Comm> make_process_comm();
 
 // What this build contains: {"cuda": bool, "nccl": bool, "mpi": bool, "blas": bool,
 // "io_uring": bool}.

@@ -15,6 +15,7 @@
 #include "hardware/cost_model.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
+#include "planner/launch.h"
 #include "planner/report_html.h"
 #include "planner/text.h"
 #include "planner/timeline.h"
@@ -28,6 +29,7 @@ using sim::Knob;
 struct PlanCliOptions {
   SearchCliOptions search;
   std::string out = "ds_config.json";
+  std::string out_format = "deepspeed";
   double offload_margin = planner::kDefaultOffloadMargin;
 };
 
@@ -173,8 +175,8 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
   out << strformat("  step time        %.2f s\n", e.step_time_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", e.samples_per_s,
                    e.tokens_per_s);
-  const FlopsUnit unit =
-      flops_unit(hardware::peak_flops_per_s(p.cluster.profile.gpu, sim::precision_bytes(p.precision)));
+  const FlopsUnit unit = flops_unit(
+      hardware::peak_flops_per_s(p.cluster.profile.gpu, sim::precision_bytes(p.precision)));
   out << strformat("  %s per GPU  %.1f (MFU %.1f%%)\n", unit.name,
                    unit.per_tflop * e.tflops_per_gpu, 100 * e.mfu);
   print_memory(out, p, e);
@@ -210,8 +212,15 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.search.report.empty() && same_file(o.out, o.search.report)) {
     throw InputError("--report", o.search.report + " is also --out, where the ds_config goes");
   }
+  planner::DsConfigFormat format = planner::DsConfigFormat::kDeepSpeed;
+  if (o.out_format == "hf") {
+    format = planner::DsConfigFormat::kHf;
+  } else if (o.out_format != "deepspeed") {
+    throw InputError("--out-format", "must be deepspeed or hf, got \"" + o.out_format + "\"");
+  }
   const planner::Problem& p = rs.problem;
   planner::PlanOptions po;
+  po.ds_config_format = format;
   po.eval.threads = o.search.threads;
   po.eval.progress = progress_bar();
   po.offload_margin = o.offload_margin;
@@ -224,7 +233,11 @@ int run_plan(const PlanCliOptions& o) {
   std::string written;
   if (r.recommended) {
     const planner::Candidate& c = s.candidates[*r.recommended];
-    const sim::DsConfig& config = *r.recommended_config;
+    // The file adds what a job needs beyond the keys the prediction reads (planner/launch.h).
+    sim::DsConfig config = planner::runnable_config(*r.recommended_config, format);
+    // What is written must read back as the same batch split (validate round-trips it through
+    // parse_ds_config).
+    sim::validate_ds_config(config, p.cluster.gpus, "recommended ds_config");
     ds_json_text = sim::ds_config_to_json(config).dump(2) + "\n";
     write_file_atomically(o.out, ds_json_text, o.search.force);
     written = o.out + " (" + planner::family_name(c) +
@@ -257,6 +270,9 @@ int run_plan(const PlanCliOptions& o) {
       rec["why"] = r.why;
       rec["ds_config"] = nlohmann::json::parse(ds_json_text);
       rec["ds_config_file"] = o.out;
+      rec["ds_config_format"] = planner::ds_config_format_name(format);
+      rec["launch"] = planner::launch_commands_json(
+          planner::launch_commands(p, *r.recommended_config, o.out, format));
       j["recommended"] = rec;
       nlohmann::json alts = nlohmann::json::array();
       for (const planner::Alternative& a : r.alternatives) {
@@ -283,6 +299,11 @@ int run_plan(const PlanCliOptions& o) {
 void add_plan_options(CLI::App& app, PlanCliOptions& o) {
   add_search_options(app, o.search);
   app.add_option("--out", o.out, "where to write the recommended ds_config.json")
+      ->capture_default_str();
+  app.add_option("--out-format", o.out_format,
+                 "who reads the written file: deepspeed (every value written; starts under any "
+                 "launcher) or hf (the Hugging Face Trainer's form: the optimizer's "
+                 "hyper-parameters \"auto\", taken from the Trainer's flags)")
       ->capture_default_str();
   app.add_option("--offload-margin", o.offload_margin,
                  "how much faster (fraction) an offloading config must be to be recommended "

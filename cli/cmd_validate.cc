@@ -1,33 +1,21 @@
 // `zplan validate`: simulate one step, execute the same step for real on --ranks ranks (MPI
 // processes on the CPU, one rank per "device"), and print predicted vs measured step time, time
 // per phase and peak memory per tier, with the error in percent. --max-error PCT turns it into a
-// check (exit 4). Run from a normal shell it re-launches itself under mpirun; under mpirun every
-// rank executes and rank 0 prints.
-#include <cerrno>
+// check (exit 4). Run from a normal shell it re-launches itself under mpirun (executor/launch.h);
+// under mpirun every rank executes and rank 0 prints.
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
-#include <thread>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "base/text.h"
-#include "calibrate/executor.h"
-#include "calibrate/executor_comm.h"
-#include "calibrate/executor_device.h"
-#include "calibrate/group.h"
-#include "calibrate/validate.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
+#include "executor/device.h"
+#include "executor/launch.h"
+#include "executor/validate.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 #include "sim/trace_writer.h"
@@ -35,9 +23,6 @@
 namespace zplan::cli {
 
 namespace {
-
-// Set in the environment of the ranks a re-launch starts, so that they never re-launch again.
-constexpr const char* kRelaunchedVar = "ZPLAN_VALIDATE_RELAUNCHED";
 
 struct ValidateCliOptions {
   SetupOptions setup;
@@ -54,82 +39,10 @@ struct ValidateCliOptions {
   std::string device = "cpu";
 };
 
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// This process's own command line (argv[0] excluded).
-std::vector<std::string> own_arguments() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) args.push_back(arg);
-  if (!args.empty()) args.erase(args.begin());
-  return args;
-}
-
-std::string own_executable() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw InputError("zplan validate", "cannot find its own executable to re-launch");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-// Runs this same command under `mpirun -np ranks` and returns its exit code.
-int relaunch_under_mpirun(int ranks) {
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) {
-    throw InputError("--ranks", std::to_string(ranks) +
-                                    " ranks run as MPI processes, but mpirun is not on PATH "
-                                    "(apt-get install openmpi-bin), or use --ranks 1");
-  }
-  std::vector<std::string> argv{mpirun};
-  // Open MPI (ompi_info beside mpirun) refuses root and more ranks than cores without these.
-  const std::string dir = mpirun.substr(0, mpirun.rfind('/'));
-  if (access((dir + "/ompi_info").c_str(), X_OK) == 0) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    argv.insert(argv.end(), {"--allow-run-as-root", "--oversubscribe", "--bind-to",
-                             static_cast<unsigned>(ranks) <= cores ? "core" : "none"});
-  }
-  argv.insert(argv.end(), {"-np", std::to_string(ranks), own_executable()});
-  for (const std::string& a : own_arguments()) argv.push_back(a);
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = fork();
-  if (pid < 0) throw InputError("zplan validate", "fork failed");
-  if (pid == 0) {
-    setenv(kRelaunchedVar, "1", 1);
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    execv(mpirun.c_str(), cargv.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw InputError("zplan validate", "lost track of mpirun");
-  }
-  if (WIFEXITED(status)) {
-    int code = WEXITSTATUS(status);
-    if (code == 127) throw InputError(mpirun, "could not be started");
-    return code;
-  }
-  std::cerr << "zplan: mpirun ended by signal " << WTERMSIG(status) << "\n";
-  return kExitBadInput;
-}
-
 std::string time_text(double s) { return strformat("%.4f s", s); }
 std::string mib_text(double bytes) { return strformat("%.1f MiB", bytes / (1024.0 * 1024.0)); }
 
-void print_report(std::ostream& out, const Setup& s, const calibrate::ValidationReport& r,
+void print_report(std::ostream& out, const Setup& s, const executor::ValidationReport& r,
                   int ranks) {
   out << "zplan validate: " << describe_run(s.model, s.cluster) << '\n'
       << "  " << describe_config(s.config, s.workload) << '\n'
@@ -143,18 +56,18 @@ void print_report(std::ostream& out, const Setup& s, const calibrate::Validation
                    r.measured.loss.empty() ? 0.0 : r.measured.loss.front(),
                    r.measured.loss.empty() ? 0.0 : r.measured.loss.back());
   Table t({"", "predicted", "measured", "error"}, {false, true, true, true});
-  for (const calibrate::ValidationRow& row : r.time) {
+  for (const executor::ValidationRow& row : r.time) {
     t.add_row({row.name + (row.checked ? " *" : ""), time_text(row.predicted),
                time_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
   }
-  for (const calibrate::ValidationRow& row : r.memory) {
+  for (const executor::ValidationRow& row : r.memory) {
     t.add_row({row.name + (row.checked ? " *" : ""), mib_text(row.predicted),
                mib_text(row.measured), strformat("%+.1f%%", 100 * row.error())});
   }
   t.print(out, "  ");
   out << "\n  busy time by kind of task (summed over the step; rank 0):\n";
   Table k({"", "predicted", "measured", "error"}, {false, true, true, true});
-  for (const calibrate::ValidationRow& row : r.tasks) {
+  for (const executor::ValidationRow& row : r.tasks) {
     k.add_row({row.name, time_text(row.predicted), time_text(row.measured),
                strformat("%+.1f%%", 100 * row.error())});
   }
@@ -185,7 +98,7 @@ int run_validate(ValidateCliOptions o) {
     throw InputError("--comm-timeout", "must be more than 0 seconds");
   }
   const bool cuda = o.device == "cuda";
-  if (cuda && !calibrate::executor_has_cuda()) {
+  if (cuda && !executor::executor_has_cuda()) {
     throw InputError("--device cuda",
                      "this zplan was built without the CUDA executor device "
                      "(configure with the CUDA toolkit and nvcc on PATH)");
@@ -196,13 +109,12 @@ int run_validate(ValidateCliOptions o) {
                                           " describes a CPU; give the GPU's profile (a stock one "
                                           "or zplan calibrate's on this machine)");
   }
-  calibrate::check_executor_supports(s.config, s.cluster);
-  calibrate::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
-                                 /*device_memory_is_host=*/!cuda);
+  executor::check_executor_supports(s.config, s.cluster);
+  executor::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
+                                /*device_memory_is_host=*/!cuda);
 
-  const bool under_mpi = !calibrate::mpi_launcher_variable().empty();
   // Notes are printed once, before a re-launch.
-  const bool relaunched = std::getenv(kRelaunchedVar) != nullptr;
+  const bool relaunched = executor::relaunched();
   if (!relaunched) print_notes(s.notes);
   if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu && !relaunched) {
     // The ranks below are CPU ranks whatever the profile says.
@@ -211,46 +123,22 @@ int run_validate(ValidateCliOptions o) {
                  "measured ones for this CPU (memory compares either way); calibrate this machine "
                  "with zplan calibrate --backend host,mpi --out cpu.json\n";
   }
-  if (!under_mpi && o.ranks > 1) {
-    if (relaunched) {
-      throw InputError("zplan validate", "was re-launched under mpirun but sees no MPI launcher");
-    }
-    if (!calibrate::executor_has_mpi()) {
-      throw InputError("--ranks",
-                       "this zplan was built without MPI (configure with "
-                       "-DZPLAN_WITH_MPI=ON); only --ranks 1 runs");
-    }
-    return relaunch_under_mpirun(o.ranks);
+  if (executor::needs_mpirun(o.ranks)) {
+    const executor::RelaunchResult r = executor::relaunch_under_mpirun(o.ranks);
+    if (r.signal == 0) return r.exit_code;
+    std::cerr << "zplan: mpirun ended by signal " << r.signal << "\n";
+    return kExitBadInput;
   }
 
-  std::unique_ptr<calibrate::ExecutorComm> comm;
-  std::vector<std::unique_ptr<calibrate::ExecutorComm>> local;
-  if (under_mpi) {
-    int argc = 0;
-    char** argv = nullptr;
-    calibrate::mpi_init_for_executor(&argc, &argv);
-    comm = calibrate::make_mpi_comm(calibrate::kExecutorChannels, o.comm_timeout_s);
-    if (comm->size() != o.ranks) {
-      throw InputError("--ranks", std::to_string(o.ranks) + " asked for, but mpirun started " +
-                                      std::to_string(comm->size()));
-    }
-  } else {
-    local = calibrate::make_thread_comms(1, calibrate::kExecutorChannels, o.comm_timeout_s);
-  }
-  calibrate::ExecutorComm& c = comm ? *comm : *local[0];
-  const int rank = c.rank();
-  std::unique_ptr<calibrate::ExecutorDevice> device;
-  if (cuda) {
-    device = calibrate::make_cuda_device(&c, o.comm_timeout_s);
-  } else {
-    calibrate::CpuDeviceOptions dev_options;
-    const int ranks_per_node = s.cluster.gpus_per_node();
-    dev_options.blas_threads = std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks_per_node));
-    device = calibrate::make_cpu_device(&c, dev_options);
-  }
+  executor::RankOptions ro;
+  ro.ranks = o.ranks;
+  ro.cuda = cuda;
+  ro.ranks_per_node = s.cluster.gpus_per_node();
+  ro.comm_timeout_s = o.comm_timeout_s;
+  executor::Rank me(ro);
+  const int rank = me.rank();
 
-  calibrate::ValidateOptions vo;
+  executor::ValidateOptions vo;
   vo.execute.steps = o.steps;
   vo.execute.warmup_steps = o.warmup;
   vo.execute.swap_dir = o.swap_dir;
@@ -261,8 +149,8 @@ int run_validate(ValidateCliOptions o) {
     trace = std::make_unique<sim::TraceWriter>(s.model);
     vo.measured_trace = trace.get();
   }
-  calibrate::ValidationReport report =
-      calibrate::validate(s.model, s.cluster, s.config, s.workload, *device, vo);
+  executor::ValidationReport report =
+      executor::validate(s.model, s.cluster, s.config, s.workload, me.device(), vo);
   const bool failed = o.max_error_pct && 100 * report.max_checked_error() > *o.max_error_pct;
   if (rank == 0) {
     if (trace) write_file_atomically(o.trace, trace->json(), o.force);
@@ -286,9 +174,6 @@ int run_validate(ValidateCliOptions o) {
     }
     std::cout.flush();
   }
-  device.reset();
-  comm.reset();
-  if (under_mpi) calibrate::mpi_finalize_for_executor();
   return failed ? kExitCheckFailed : kExitOk;
 }
 

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <iostream>
 
+#include "base/text.h"
 #include "models/catalog.h"
 #include "models/input_error.h"
 #include "sim/knobs.h"
+#include "sim/swap_buffers.h"
 
 namespace zplan::cli {
 
@@ -41,7 +43,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--max-live", o.max_live_parameters, "stage3_max_live_parameters (elements)");
   app.add_option("--persistence-threshold", o.param_persistence_threshold,
                  "stage3_param_persistence_threshold (elements)");
-  app.add_option("--sub-group-size", o.sub_group_size, "sub_group_size (elements)");
+  app.add_option("--sub-group-size", o.sub_group_size,
+                 "sub_group_size (elements; with --ds-config, replaces the file's)");
   app.add_option("--overlap-comm", o.overlap_comm, "overlap_comm: true or false");
   app.add_option("--nvme-path", o.nvme_path,
                  "nvme_path of NVMe offload (a setting of the config: nothing is written there)")
@@ -187,10 +190,37 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   return c;
 }
 
+// NVMe parameter offload: every swapped tensor's per-rank slice must fit one swap buffer, or
+// DeepSpeed stops at zero.Init (partitioned_param_swapper.py get_buffer: "More elements ... than
+// buffer size"). ZeRO flags leave buffer_size to zplan, which sizes it as plan does; a file's own
+// value is kept and, when too small, gets a note.
+void check_param_swap_buffers(const SetupOptions& o, const models::Model& model, int dp,
+                              sim::DsConfig& config, std::vector<std::string>& notes) {
+  sim::OffloadParamConfig& prm = config.zero.offload_param;
+  if (config.zero.stage != 3 || prm.device != sim::OffloadDevice::kNvme) return;
+  if (o.ds_config.empty()) {
+    prm.buffer_size = sim::param_swap_buffer_size(model, dp, config);
+    return;
+  }
+  const int64_t slice = sim::largest_swapped_param_slice(model, dp, config);
+  if (slice > prm.buffer_size) {
+    notes.push_back(json_location(o.ds_config, "/zero_optimization/offload_param/buffer_size") +
+                    strformat(" is %lld elements, but the largest tensor's slice per GPU is %lld: "
+                              "DeepSpeed stops at zero.Init (\"More elements %lld than buffer "
+                              "size\"); set it to at least %lld",
+                              static_cast<long long>(prm.buffer_size),
+                              static_cast<long long>(slice), static_cast<long long>(slice),
+                              static_cast<long long>(slice)));
+  }
+}
+
 }  // namespace
 
 Setup resolve_setup(const SetupOptions& o) {
-  if (!o.ds_config.empty() && any_zero_flag(o)) {
+  // --sub-group-size may go with --ds-config: it replaces the file's sub_group_size.
+  SetupOptions file_flags = o;
+  file_flags.sub_group_size.reset();
+  if (!o.ds_config.empty() && any_zero_flag(file_flags)) {
     throw InputError("--ds-config",
                      "give either a ds_config file or ZeRO flags (--stage, "
                      "--offload-*, bucket sizes), not both");
@@ -212,6 +242,15 @@ Setup resolve_setup(const SetupOptions& o) {
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
   if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
+  if (!o.ds_config.empty() && o.sub_group_size) {
+    config.zero.sub_group_size =
+        sim::parse_knob_value(sim::Knob::kSubGroupSize, *o.sub_group_size, "--sub-group-size");
+    if (const char* why = sim::stage_ignores(sim::Knob::kSubGroupSize, config.zero.stage)) {
+      notes.push_back(std::string("--sub-group-size has no effect: ") + why + ", and the file's " +
+                      "stage is " + std::to_string(config.zero.stage));
+    }
+  }
+  check_param_swap_buffers(o, model, cluster.gpus, config, notes);
   if (!o.ds_config.empty()) {
     check_precision_runs(config.precision, cluster.profile.gpu,
                          json_location(o.ds_config, "/bf16"));

@@ -8,9 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "calibrate/config.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace {

@@ -1,7 +1,8 @@
 // Profile: one node type and its network, as zplan's cost model sees it.
 //
 // A profile is a JSON file (docs/formats.md): stock ones ship in hardware/*.json (v100,
-// a100-40g, a100, h100, h200), every number with its source; `zplan calibrate` writes measured
+// a100-40g, a100, h100, h200, a100-pcie, h100-pcie, l4, a10g, l40s, rtx4090), every number with
+// its source; `zplan calibrate` writes measured
 // ones with provenance. Inside zplan every quantity is in SI base units and the member name says
 // which (bytes, seconds, bytes_per_s, flops_per_s); the JSON uses the units people quote (GiB,
 // GB/s = 1e9 B/s as NCCL does, TFLOP/s, microseconds), and the loader converts once.

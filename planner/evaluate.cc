@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -14,10 +15,31 @@ namespace {
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
-// Candidates a thread takes at a time: small, because one stage-3 config costs ~100x a stage-0
-// one and big chunks would leave threads idle at the end.
-constexpr size_t kChunk = 2;
 constexpr auto kProgressPeriod = std::chrono::milliseconds(100);
+
+// The units of work threads take: the candidates that share stage, offload, micro-batch,
+// accumulation and checkpointing, in enumeration order. Configurations equivalent to each other
+// (a knob the stage does not read, an inert prefetch window) and those sharing micro-step graphs
+// (sub-group sizes) differ only in the other knobs, so each unit's reuse happens in one thread's
+// workspace whatever the timing: which configs are answered from an equivalent one is the same
+// in every build, on any number of threads. Units are handed out largest first (a stage-3 unit
+// of many tuning knobs costs most), so threads finish together.
+std::vector<std::vector<size_t>> work_units(const std::vector<Candidate>& candidates) {
+  std::map<std::array<int64_t, 6>, size_t> unit_of;
+  std::vector<std::vector<size_t>> units;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    const std::array<int64_t, 6> key = {c[Knob::kStage],         c[Knob::kOffloadOptimizer],
+                                        c[Knob::kOffloadParam],  c[Knob::kMicroBatch],
+                                        c[Knob::kCheckpointing], c.gas};
+    auto [it, added] = unit_of.emplace(key, units.size());
+    if (added) units.emplace_back();
+    units[it->second].push_back(i);
+  }
+  std::stable_sort(units.begin(), units.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  return units;
+}
 
 // The evaluation's peaks against the problem's capacities and headroom.
 sim::MemoryFit fit_of(const Problem& problem, const Evaluation& e) {
@@ -82,7 +104,7 @@ Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, boo
   }
   e.host_peak_bytes = std::max(e.host_peak_bytes, r.host_peak_bytes);
   e.fit = fit_of(problem, e);
-  e.verdict = !analytic_fits  ? Verdict::kOverPruned
+  e.verdict = !analytic_fits ? Verdict::kOverPruned
               : e.fit.fits() ? Verdict::kFits
                              : Verdict::kOverSim;
   e.step_time_s = r.step_time_s;
@@ -103,9 +125,10 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
   const size_t n = candidates.size();
   std::vector<Evaluation> evals(n);
   const sim::DsConfig base = base_config(problem, space.batch);
+  const std::vector<std::vector<size_t>> units = work_units(candidates);
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>((n + kChunk - 1) / kChunk)));
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(units.size())));
 
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
@@ -120,14 +143,13 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
     workspace.reuse_outcomes = options.reuse_outcomes;
     try {
       while (!failed.load(std::memory_order_relaxed)) {
-        const size_t begin = next.fetch_add(kChunk, std::memory_order_relaxed);
-        if (begin >= n) break;
-        const size_t end = std::min(n, begin + kChunk);
-        for (size_t i = begin; i < end; ++i) {
+        const size_t u = next.fetch_add(1, std::memory_order_relaxed);
+        if (u >= units.size()) break;
+        for (size_t i : units[u]) {
           evals[i] = evaluate_one(problem, to_ds_config(candidates[i], base, problem),
                                   options.prune, &workspace);
         }
-        done.fetch_add(end - begin, std::memory_order_relaxed);
+        done.fetch_add(units[u].size(), std::memory_order_relaxed);
         if (reports && options.progress) {
           auto now = std::chrono::steady_clock::now();
           if (now - last >= kProgressPeriod) {

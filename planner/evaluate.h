@@ -71,14 +71,17 @@ struct SearchStats {
   size_t fitting = 0;    // simulated and fit with headroom
   double wall_s = 0;     // not printed in deterministic outputs (benchmarks only)
   // Graphs (micro-steps and optimizer steps) run through the engine, and answered from an
-  // identical one instead; they depend on how threads shared the work (benchmarks only).
+  // identical one instead (benchmarks only). Reuse inside a unit of work (evaluate_all) is the
+  // same on any number of threads; a graph shared by two units is reused only when one thread
+  // took both, so graphs_reused can differ with the thread count. Their sum cannot.
   size_t graphs_run = 0;
   size_t graphs_reused = 0;
   // Tasks of the graphs run, and how many of them the engine jumped over as repeats of a steady
   // layer (sim::EngineResult::skipped_tasks) instead of simulating them one by one.
   size_t tasks_run = 0;
   size_t tasks_jumped = 0;
-  // Simulated configs answered whole from an equivalent one (sim::SimWorkspace::steps).
+  // Simulated configs answered whole from an equivalent one (sim::SimWorkspace::steps): always
+  // inside one unit of work, so the same on any number of threads.
   size_t steps_reused = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "base/text.h"
 #include "models/input_error.h"
+#include "planner/launch.h"
 #include "planner/text.h"
 #include "planner/what_would_fit.h"
 
@@ -83,18 +84,10 @@ bool in_list(const std::vector<size_t>& v, size_t x) {
 
 std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
                                      const Evaluation& e, const sim::DsConfig& config,
-                                     const std::string& file) {
-  std::vector<std::string> out;
+                                     const PlanOptions& options) {
   const hardware::Cluster& cl = problem.cluster;
-  if (cl.nodes > 1) {
-    out.push_back(
-        strformat("launch: deepspeed --hostfile hostfile --num_nodes %d --num_gpus %d "
-                  "train.py --deepspeed %s",
-                  cl.nodes, cl.gpus_per_node(), file.c_str()));
-  } else {
-    out.push_back(strformat("launch: deepspeed --num_gpus %d train.py --deepspeed %s", cl.gpus,
-                            file.c_str()));
-  }
+  std::vector<std::string> out =
+      launch_lines(problem, config, options.ds_config_file, options.ds_config_format);
   out.push_back(strformat(
       "train on sequences of %lld tokens: the prediction and the batch keys "
       "(train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs) assume it",
@@ -104,7 +97,8 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
   if (c[Knob::kCheckpointing]) {
     out.push_back(
         "activation checkpointing: turn it on in the model -- Hugging Face: "
-        "model.gradient_checkpointing_enable(); Megatron-DeepSpeed: --checkpoint-activations; "
+        "--gradient_checkpointing or model.gradient_checkpointing_enable(); Megatron-DeepSpeed: "
+        "--checkpoint-activations; "
         "else wrap each block in deepspeed.checkpointing.checkpoint -- the "
         "activation_checkpointing block only configures DeepSpeed's implementation");
   }
@@ -114,11 +108,6 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "SDPA); without one, re-plan with --no-flash-attention");
   }
   if (c.offload_level() > 0) {
-    out.push_back(
-        "offload: let DeepSpeed build the optimizer (an \"optimizer\" block, e.g. "
-        "AdamW) or pass DeepSpeedCPUAdam; DeepSpeed refuses a plain torch optimizer "
-        "with offload, and compiles its cpu_adam op at first use (needs a C++ "
-        "toolchain, or DS_BUILD_CPU_ADAM=1 at install)");
     out.push_back(strformat(
         "host memory: %s per node of %s at the peak (%s pinned)", gib(e.host_peak_bytes).c_str(),
         gib(cl.profile.node.host_memory_bytes).c_str(), gib(e.peak_bytes[kPinned]).c_str()));
@@ -189,8 +178,8 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
   }
   if (!e.fit.nvme_fits()) {
     add(strformat(
-        "NVMe short by %s per node (peak %s of %s usable)",
-        shortfall_size(e.fit.over.nvme).c_str(), gib(e.peak_bytes[kNvme]).c_str(),
+        "NVMe short by %s per node (peak %s of %s usable)", shortfall_size(e.fit.over.nvme).c_str(),
+        gib(e.peak_bytes[kNvme]).c_str(),
         gib(problem.cluster.profile.node.nvme_capacity_bytes * (1 - problem.headroom)).c_str()));
   }
   return s.empty() ? "fits" : s;
@@ -388,10 +377,10 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options.offload_margin)});
 
   sim::DsConfig config = to_ds_config(crec, base_config(problem, s.space.batch), problem);
-  // What is written must read back as the same batch split (validate round-trips it through
-  // parse_ds_config).
+  // The recommendation must read back as the same batch split (validate round-trips it through
+  // parse_ds_config); the file written from it (runnable_config) is checked again by its writer.
   sim::validate_ds_config(config, problem.cluster.gpus, "recommended ds_config");
-  r.needs = needs_lines(problem, crec, s.evals[rec], config, options.ds_config_file);
+  r.needs = needs_lines(problem, crec, s.evals[rec], config, options);
   r.recommended_config = std::move(config);
   // Offload chosen because nothing without it fits: say what it would take without.
   if (crec.offload_level() > 0) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planner/evaluate.h"
+#include "planner/launch.h"
 #include "planner/search_space.h"
 
 namespace zplan::planner {
@@ -44,7 +45,8 @@ inline constexpr double kDefaultOffloadMargin = 0.30;
 struct PlanOptions {
   EvalOptions eval;
   double offload_margin = kDefaultOffloadMargin;
-  std::string ds_config_file = "ds_config.json";  // named in the launch line
+  std::string ds_config_file = "ds_config.json";  // named in the launch lines
+  DsConfigFormat ds_config_format = DsConfigFormat::kDeepSpeed;  // what the written file is for
 };
 
 struct Alternative {
@@ -55,8 +57,9 @@ struct Alternative {
 struct PlanResult {
   SearchResult search;
   std::optional<size_t> recommended;
-  // The recommended config as the ds_config to write, checked by validate_ds_config; set exactly
-  // when `recommended` is.
+  // The recommended config as planned (the keys the prediction reads), checked by
+  // validate_ds_config; set exactly when `recommended` is. The ds_config to write is
+  // runnable_config of it (planner/launch.h).
   std::optional<sim::DsConfig> recommended_config;
   std::string why;  // one line: why the recommended config wins
   std::vector<Alternative> alternatives;

@@ -6,6 +6,7 @@
 
 #include "base/text.h"
 #include "models/input_error.h"
+#include "sim/swap_buffers.h"
 
 namespace zplan::planner {
 
@@ -418,7 +419,11 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   if (z.offload_optimizer.device == OffloadDevice::kNvme) {
     z.offload_optimizer.nvme_path = problem.nvme_path;
   }
-  if (z.offload_param.device == OffloadDevice::kNvme) z.offload_param.nvme_path = problem.nvme_path;
+  if (z.offload_param.device == OffloadDevice::kNvme) {
+    z.offload_param.nvme_path = problem.nvme_path;
+    // Every swapped tensor's per-rank slice must fit one swap buffer (sim/swap_buffers.h).
+    z.offload_param.buffer_size = sim::param_swap_buffer_size(problem.model, problem.cluster.gpus, d);
+  }
   z.overlap_comm = c[Knob::kOverlapComm] != 0;
   z.reduce_bucket_size = c[Knob::kReduceBucket];
   z.allgather_bucket_size = c[Knob::kAllgatherBucket];

@@ -25,8 +25,10 @@ struct KnobInfo {
 constexpr int64_t kMaxElements = 1'000'000'000'000'000;  // 1e15: past any real model
 
 // Indexed by Knob. Minimums follow what DeepSpeed (and zplan's validate_ds_config) accept:
-// bucket and sub-group sizes must be positive; a prefetch bucket, live-parameter cap or
-// persistence threshold of 0 is a real setting.
+// bucket sizes must be positive (a ds_config may give reduce_bucket_size 0, which DeepSpeed
+// runs, but the planner does not search it); a sub-group size of 0 (one sub-group per
+// parameter), a prefetch bucket, live-parameter cap or persistence threshold of 0 are real
+// settings.
 constexpr KnobInfo kKnobs[kNumKnobs] = {
     {"stage", "--stage", Type::kInteger, 0, 3},
     {"offload_optimizer", "--offload-optimizer", Type::kOffload, 0, 2},
@@ -39,7 +41,7 @@ constexpr KnobInfo kKnobs[kNumKnobs] = {
     {"stage3_prefetch_bucket_size", "--prefetch-bucket", Type::kSize, 0, kMaxElements},
     {"stage3_max_live_parameters", "--max-live", Type::kSize, 0, kMaxElements},
     {"stage3_param_persistence_threshold", "--persistence-threshold", Type::kSize, 0, kMaxElements},
-    {"sub_group_size", "--sub-group-size", Type::kSize, 1, kMaxElements},
+    {"sub_group_size", "--sub-group-size", Type::kSize, 0, kMaxElements},
 };
 
 const KnobInfo& info(Knob k) { return kKnobs[index(k)]; }

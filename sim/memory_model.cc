@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/swap_buffers.h"
+
 namespace zplan::sim {
 
 namespace {
@@ -50,6 +52,23 @@ double gathered_live(const ZeroSizes& s, const ZeroConfig& z, bool backward_star
   // When backward starts, the modules reused within max_reuse_distance are still gathered.
   if (backward_start) live += s.reuse_retained;
   return std::min(live, s.non_persistent + s.largest_fetch);
+}
+
+// Stage 3 with offload_param.device nvme: the pinned host bytes per rank of the parameter
+// swapper's buffers (buffer_count x aligned buffer_size, sim/swap_buffers.h) and, when the
+// partition exceeds max_in_cpu so that some sub-group has no flat CPU buffer, the pinned reuse
+// buffer stage3.py allocates for swapping updated parameters out after the step
+// (_create_fp16_partitions_with_defragmentation -> reserve_partitioned_swap_space): the full,
+// unpartitioned numel (ds_numel) of the tensors of the sub-group with the most partition
+// elements, in the model dtype. Ref §2.2 "NVMe swap buffers".
+double nvme_param_swap_pinned_bytes(const ZeroSizes& s, const DsConfig& config) {
+  const OffloadParamConfig& prm = config.zero.offload_param;
+  if (config.zero.stage != 3 || prm.device != OffloadDevice::kNvme) return 0;
+  double bytes = param_swap_buffer_bytes(config);
+  if (s.partition > static_cast<double>(prm.max_in_cpu)) {
+    bytes += s.param_bytes * s.largest_sub_group_numel;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -165,8 +184,10 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   s.grad_accum_bytes = precision_bytes(config.grad_accum_dtype);
   s.bucket = static_cast<double>(z.reduce_bucket_size);
   std::vector<double> partitions;  // stage 3: per tensor, in parameter order
+  std::vector<double> numels;      // stage 3: the same tensors' full element counts
   for_each_param(model, [&](double n) {
     s.psi += n;
+    numels.push_back(n);
     s.largest_param = std::max(s.largest_param, n);
     // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
     partitions.push_back(std::ceil(n / dp));
@@ -217,22 +238,29 @@ ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config)
   // Sub-groups of at least sub_group_size partition elements, closed at the last tensor
   // (stage3.py _create_fp16_sub_groups), ref §2.2 item 2.
   std::vector<double> groups;
+  std::vector<double> group_numels;  // full elements of each sub-group's tensors
   double sub = static_cast<double>(z.sub_group_size);
   if (sub >= s.partition) {
     groups.push_back(s.partition);
+    group_numels.push_back(s.psi);
   } else {
-    double acc = 0;
+    double acc = 0, acc_numel = 0;
     for (size_t i = 0; i < partitions.size(); ++i) {
       acc += partitions[i];
+      acc_numel += numels[i];
       if (acc >= sub || i + 1 == partitions.size()) {
         groups.push_back(acc);
+        group_numels.push_back(acc_numel);
         acc = 0;
+        acc_numel = 0;
       }
     }
   }
   s.sub_groups = static_cast<int>(groups.size());
   s.sub_group_sizes = groups;
-  s.max_sub_group = *std::max_element(groups.begin(), groups.end());
+  const auto largest_group = std::max_element(groups.begin(), groups.end());  // first maximum
+  s.max_sub_group = *largest_group;
+  s.largest_sub_group_numel = group_numels[largest_group - groups.begin()];
   // Partial offload: the last `ratio` of the sub-groups go to the CPU (_create_fp32_partitions:
   // sub-group i is on the CPU iff i >= int((1 - ratio) * count)), ref §2.2 "Partial offload".
   if (z.offload_optimizer.device != OffloadDevice::kNone) {
@@ -318,13 +346,12 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   } else if (prm.device == OffloadDevice::kCpu) {
     m[pin_tier(prm.pin_memory)][Category::kParams16] = p * P;
   } else {
-    // NVMe: max_in_cpu elements stay in pinned flat buffers, the rest is swapped; swap buffers
-    // buffer_count x buffer_size (partitioned_param_swapper.py), ref §2.2 "NVMe swap buffers".
+    // NVMe: max_in_cpu elements stay in pinned flat buffers, the rest is swapped through pinned
+    // swap buffers (nvme_param_swap_pinned_bytes), ref §2.2 "NVMe swap buffers".
     double in_cpu = std::min(P, static_cast<double>(prm.max_in_cpu));
     m[pin_tier(prm.pin_memory)][Category::kParams16] = p * in_cpu;
     m[kNvme][Category::kParams16] = p * (P - in_cpu);
-    m[kPinned][Category::kSwapBuffers] +=
-        p * static_cast<double>(prm.buffer_count) * static_cast<double>(prm.buffer_size);
+    m[kPinned][Category::kSwapBuffers] += nvme_param_swap_pinned_bytes(s, config);
   }
   gpu[Category::kMaster32] = 4 * gpu_opt_part;
   gpu[Category::kOptimizerStates] = 8 * gpu_opt_part;

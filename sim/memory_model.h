@@ -115,6 +115,7 @@ struct ZeroSizes {
   double non_persistent = 0;    // psi - persistent
   double reuse_retained = 0;    // params still gathered when backward starts (max_reuse_distance)
   double max_sub_group = 0;     // largest optimizer sub-group (partition elements)
+  double largest_sub_group_numel = 0;  // its tensors' full (unpartitioned) elements
   int sub_groups = 1;
   std::vector<double> sub_group_sizes;  // partition elements of each optimizer sub-group
   // Per layer, per module (Layer::modules order): elements a fetch of it gathers (its

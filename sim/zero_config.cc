@@ -132,8 +132,22 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+void Errors::add(const InputError& e) { errors_.push_back(e); }
+
+void Errors::throw_if_any() const {
+  if (errors_.empty()) return;
+  if (errors_.size() == 1) throw errors_.front();
+  std::string problem = errors_.front().problem();
+  const size_t shown = std::min(errors_.size(), kMaxLines);
+  for (size_t i = 1; i < shown; ++i) problem += "\n" + std::string(errors_[i].what());
+  if (errors_.size() > shown) {
+    problem += "\n(and " + std::to_string(errors_.size() - shown) + " more problems)";
+  }
+  throw InputError(errors_.front().where(), problem);
+}
+
 void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
-                         AutoRule auto_rule, std::string_view block) {
+                         AutoRule auto_rule, std::string_view block, Errors& errors) {
   for (const auto& [key, value] : reader.json().items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     // DeepSpeedConfigModel drops "auto" members before pydantic looks for unknown keys.
@@ -154,7 +168,7 @@ void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_v
       }
     }
     if (!best.empty()) problem += "; did you mean " + json_quoted(best) + "?";
-    reader.fail(key, problem);
+    errors.step([&] { reader.fail(key, problem); });
   }
 }
 
@@ -166,6 +180,7 @@ namespace {
 
 using internal::AutoRule;
 using internal::BlockReader;
+using internal::Errors;
 using internal::json_quoted;
 using internal::kGasKey;
 using internal::kMicroKey;
@@ -251,13 +266,13 @@ std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null
 
 // Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
 bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
-                          const ParseContext& context, int stage, DsConfig& c) {
+                          const ParseContext& context, int stage, DsConfig& c, Errors& errors) {
   std::optional<JsonReader> r = top_block(top, name, fp16 ? Null::kRejected : Null::kMeansDefault);
   if (!r) return false;
   std::span<const std::string_view> keys = fp16 ? std::span<const std::string_view>(kFp16Keys)
                                                 : std::span<const std::string_view>(kBf16Keys);
   reject_unknown_keys(*r, keys, AutoRule::kMeansDefault,
-                      fp16 ? "DeepSpeedFP16Config (fp16)" : "DeepSpeedBF16Config (bf16)");
+                      fp16 ? "DeepSpeedFP16Config (fp16)" : "DeepSpeedBF16Config (bf16)", errors);
   BlockReader b(*r, AutoRule::kMeansDefault);
   const Precision self = fp16 ? Precision::kFp16 : Precision::kBf16;
   bool enabled =
@@ -313,12 +328,36 @@ std::optional<Precision> parse_dtype(const std::string& name) {
   return std::nullopt;
 }
 
-void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c) {
-  const bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c);
+bool has_block(const JsonReader& top, const char* name) {
+  auto it = top.json().find(name);
+  return it != top.json().end() && !it->is_null();
+}
+
+void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
+                    Errors& errors) {
+  bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c, errors);
   // get_bfloat16_config: "bf16" when present and not null, else the old name "bfloat16".
-  const auto bf16_it = top.json().find("bf16");
-  const char* bf16_name = bf16_it != top.json().end() && !bf16_it->is_null() ? "bf16" : "bfloat16";
-  const bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c);
+  const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
+  bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c, errors);
+  // --precision stands for the launcher's mixed-precision flag. Accelerate
+  // (DeepSpeedPlugin.set_mixed_precision, accelerate/utils/dataclasses.py) inserts
+  // {"enabled": true} for the asked precision when the file has no block of that name, which is
+  // how the Trainer's --bf16 trains a file without a "bf16" block in bf16.
+  if (context.precision_from_flag && !fp16 && !bf16) {
+    if (context.auto_precision == Precision::kBf16 && !has_block(top, "bf16") &&
+        !has_block(top, "bfloat16")) {
+      bf16 = true;
+    } else if (context.auto_precision == Precision::kFp16 && !has_block(top, "fp16")) {
+      fp16 = true;
+    }
+  }
+  if (!context.precision_from_flag && !fp16 && !bf16 && !has_block(top, "fp16") &&
+      !has_block(top, "bf16") && !has_block(top, "bfloat16") && context.notes != nullptr) {
+    context.notes->push_back(top.location() +
+                             " has no bf16 or fp16 block: fp32 training, unless the launcher "
+                             "adds one (the Trainer's --bf16 makes Accelerate insert "
+                             "\"bf16\": {\"enabled\": true}); say so with --precision bf16");
+  }
   if (fp16 && bf16) {
     auto enabled_is_auto = [&](const char* name) {
       auto it = top.json().find(name);
@@ -453,12 +492,11 @@ void check_config(const DsConfig& c, int dp, const Locator& loc) {
       loc.fail(at + "number_checkpoints",
                "must be positive, got " + std::to_string(*a.number_checkpoints));
     }
-    // checkpointing.configure asserts both.
+    // checkpointing.configure asserts it. It also needs a layer count, but that may come from
+    // configure's num_checkpoints argument instead of number_checkpoints (Megatron passes its
+    // num_layers), so a file without number_checkpoints is accepted.
     if (a.contiguous_memory_optimization && !a.partition_activations) {
       loc.fail(at + "contiguous_memory_optimization", "needs partition_activations");
-    }
-    if (a.contiguous_memory_optimization && !a.number_checkpoints) {
-      loc.fail(at + "contiguous_memory_optimization", "needs number_checkpoints");
     }
   }
   auto aio_positive = [&](const char* key, int64_t v) {
@@ -500,6 +538,136 @@ void check_other(const DsConfig& c, const Locator& loc) {
   internal::check_zero_other(c.zero, loc);
 }
 
+// --- the other top-level keys (config.py) ---
+
+void read_gradient_clipping(const JsonReader& top, DsConfig& c) {
+  if (top.is_auto("gradient_clipping")) {
+    c.gradient_clipping = kTrainerMaxGradNorm;
+  } else if (std::optional<double> v = top.optional_number("gradient_clipping")) {
+    c.gradient_clipping = *v;
+  }
+}
+
+// get_communication_data_type (config.py) lower-cases it and accepts three names.
+void check_communication_data_type(const JsonReader& top) {
+  if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
+    const std::string lower = ascii_lower(*v);
+    if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
+      top.fail("communication_data_type",
+               "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));
+    }
+  }
+}
+
+// The engine reduces gradients in communication_data_type when it is given, else in the training
+// precision (engine.py communication_data_type); zplan's collectives move the training
+// precision's bytes, so another dtype is refused rather than ignored.
+void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c) {
+  std::optional<std::string> v = top.optional_string("communication_data_type");
+  if (!v || ascii_lower(*v) == precision_name(c.precision)) return;
+  top.fail("communication_data_type", "not modelled: collectives in " + ascii_lower(*v) +
+                                          " while training in " + precision_name(c.precision) +
+                                          " (zplan sends gradients in the training " +
+                                          "precision); remove it to plan that");
+}
+
+// DsConfig::other keeps every top-level key DsConfig does not model, for writing back.
+void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
+  const bool deprecated_zero =
+      document.contains("zero_optimization") && document["zero_optimization"].is_boolean();
+  for (const auto& item : document.items()) {
+    // A plain reference, not a structured binding: clang 14 cannot capture those in a lambda.
+    const std::string& key = item.key();
+    const auto& value = item.value();
+    const bool modeled = std::find(std::begin(kModeledTopKeys), std::end(kModeledTopKeys), key) !=
+                             std::end(kModeledTopKeys) ||
+                         std::any_of(std::begin(kSharedBlocks), std::end(kSharedBlocks),
+                                     [&](const SharedBlock& b) { return key == b.name; }) ||
+                         (deprecated_zero && key == "allgather_size");
+    if (!modeled) c.other[key] = value;
+  }
+}
+
+// Apex amp (an "amp" block) is neither fp16 nor bf16 as DsConfig models them.
+void reject_apex_amp(const JsonReader& top) {
+  if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
+    if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
+      amp->fail("enabled",
+                "true turns on apex amp mixed precision, which zplan does not model; "
+                "use \"fp16\" or \"bf16\" instead");
+    }
+  }
+}
+
+// CompileConfig (deepspeed/compile/config.py, DeepSpeed 0.19.5), read by DeepSpeedConfig with
+// extra="forbid". torch.compile itself runs only when the script calls engine.compile(); zplan
+// times eager kernels either way. DeepCompile replaces ZeRO-3's hooks with compiled passes of its
+// own schedule, which zplan does not model.
+constexpr std::string_view kCompileKeys[] = {"deepcompile",
+                                             "free_activation",
+                                             "free_activation_threshold",
+                                             "offload_activation",
+                                             "offload_opt_states",
+                                             "double_buffer",
+                                             "symmetric_memory",
+                                             "debug_log",
+                                             "offload_parameters",
+                                             "sync_before_reduce",
+                                             "sync_after_reduce",
+                                             "sync_before_allgather",
+                                             "sync_after_allgather",
+                                             "keep_int_input_tensors",
+                                             "keep_all_input_tensors",
+                                             "passes"};
+
+void read_compile(const JsonReader& top, Errors& errors) {
+  std::optional<JsonReader> r = top_block(top, "compile", Null::kRejected);
+  if (!r) return;
+  reject_unknown_keys(*r, kCompileKeys, AutoRule::kMeansDefault, "CompileConfig (compile)", errors);
+  BlockReader b(*r, AutoRule::kMeansDefault);
+  if (b.boolean("deepcompile").value_or(false)) {
+    r->fail("deepcompile",
+            "not modelled: DeepCompile (compiled ZeRO passes with their own "
+            "prefetch and release schedule); remove it to plan plain ZeRO");
+  }
+}
+
+// tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py): autotp_size > 1
+// turns on AutoTP training (engine.py _configure_tensor_parallel): each layer's weights split
+// over that many GPUs and a data-parallel group that much smaller. 0 or 1 leaves it off.
+void reject_autotp(const JsonReader& top) {
+  std::optional<JsonReader> r = top_block(top, "tensor_parallel", Null::kRejected);
+  if (!r) return;
+  const int64_t tp = BlockReader(*r, AutoRule::kMeansDefault).integer("autotp_size").value_or(0);
+  if (tp > 1) {
+    r->fail("autotp_size", "not modelled: AutoTP tensor parallelism (" + std::to_string(tp) +
+                               " GPUs share each layer's weights, and the data-parallel group is " +
+                               std::to_string(tp) +
+                               " times smaller); remove it to plan plain ZeRO data parallelism");
+  }
+}
+
+// Ulysses sequence parallelism: DeepSpeed reads a top-level "sequence_parallel_size"
+// (deepspeed/__init__.py initialize, runtime/config.py: the data-parallel world is the world
+// divided by it); LLaMA-Factory's ALST configs carry a "sequence_parallel" block that its
+// launcher reads (extras/migration_utils.py) to set up DeepSpeed's UlyssesSPAttentionHF.
+void reject_sequence_parallel(const JsonReader& top) {
+  if (std::optional<int64_t> sp = top.optional_integer("sequence_parallel_size")) {
+    if (*sp > 1) {
+      top.fail("sequence_parallel_size",
+               "not modelled: Ulysses sequence parallelism (" + std::to_string(*sp) +
+                   " GPUs share each sequence); remove it to plan plain ZeRO data parallelism");
+    }
+  }
+  std::optional<JsonReader> r = top_block(top, "sequence_parallel", Null::kMeansDefault);
+  if (!r) return;
+  if (r->optional_boolean("enabled").value_or(true)) {
+    r->fail(
+        "not modelled: sequence parallelism (the launcher's ALST/Ulysses block, which "
+        "splits each sequence over GPUs); remove it to plan plain ZeRO data parallelism");
+  }
+}
+
 }  // namespace
 
 DsConfig parse_ds_config(const json& document, const std::string& file,
@@ -515,48 +683,25 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   JsonReader top(document, file);
   Locator locator(file);
   DsConfig c;
-  c.zero = internal::read_zero_optimization(top, context, locator);
-  read_batch(top, context, c);
-  read_precision(top, context, c);
-  read_activation_checkpointing(top, c);
-  read_aio(top, c);
-  if (top.is_auto("gradient_clipping")) {
-    c.gradient_clipping = kTrainerMaxGradNorm;
-  } else if (std::optional<double> v = top.optional_number("gradient_clipping")) {
-    c.gradient_clipping = *v;
-  }
-  // get_communication_data_type (config.py) lower-cases it and accepts three names.
-  if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
-    const std::string lower = ascii_lower(*v);
-    if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
-      top.fail("communication_data_type",
-               "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));
-    }
-  }
-
-  const bool deprecated_zero =
-      document.contains("zero_optimization") && document["zero_optimization"].is_boolean();
-  for (const auto& item : document.items()) {
-    // A plain reference, not a structured binding: clang 14 cannot capture those in a lambda.
-    const std::string& key = item.key();
-    const auto& value = item.value();
-    const bool modeled = std::find(std::begin(kModeledTopKeys), std::end(kModeledTopKeys), key) !=
-                             std::end(kModeledTopKeys) ||
-                         std::any_of(std::begin(kSharedBlocks), std::end(kSharedBlocks),
-                                     [&](const SharedBlock& b) { return key == b.name; }) ||
-                         (deprecated_zero && key == "allgather_size");
-    if (!modeled) c.other[key] = value;
-  }
+  // Each step reads its own keys; a problem in one does not stop the others (Errors).
+  Errors errors;
+  c.zero = internal::read_zero_optimization(top, context, locator, errors);
+  errors.step([&] { read_batch(top, context, c); });
+  errors.step([&] { read_precision(top, context, c, errors); });
+  errors.step([&] { read_activation_checkpointing(top, c); });
+  errors.step([&] { read_aio(top, c); });
+  errors.step([&] { read_gradient_clipping(top, c); });
+  errors.step([&] { check_communication_data_type(top); });
+  keep_unmodeled_top_keys(document, c);
+  errors.step([&] { read_compile(top, errors); });
+  errors.step([&] { reject_apex_amp(top); });
+  errors.step([&] { reject_autotp(top); });
+  errors.step([&] { reject_sequence_parallel(top); });
+  errors.throw_if_any();
+  // The cross-field checks need every value read, so they come after.
   check_config(c, context.dp_world_size, locator);
   internal::reject_unmodeled_zero_features(c.zero, locator);
-  // Apex amp (an "amp" block) is neither fp16 nor bf16 as DsConfig models them.
-  if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
-    if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
-      amp->fail("enabled",
-                "true turns on apex amp mixed precision, which zplan does not model; "
-                "use \"fp16\" or \"bf16\" instead");
-    }
-  }
+  reject_other_communication_dtype(top, c);
   return c;
 }
 
@@ -612,11 +757,16 @@ json ds_config_to_json(const DsConfig& c) {
   j[kGasKey] = c.gradient_accumulation_steps;
   j["gradient_clipping"] = c.gradient_clipping;
 
+  // fp32 training says so in both blocks: without them the Hugging Face Trainer
+  // (HfTrainerDeepSpeedConfig.trainer_config_process: "deepspeed's default mode is fp16 unless
+  // there is a config that says differently") and Accelerate take the model to be fp16.
   json fp16 = block("fp16");
   if (c.precision == Precision::kFp16) fp16["enabled"] = true;
+  if (c.precision == Precision::kFp32) fp16["enabled"] = false;
   put("fp16", std::move(fp16));
   json bf16 = block("bf16");
   if (c.precision == Precision::kBf16) bf16["enabled"] = true;
+  if (c.precision == Precision::kFp32) bf16["enabled"] = false;
   put("bf16", std::move(bf16));
   json data_types = block("data_types");
   if (c.grad_accum_dtype != c.precision) {

@@ -11,9 +11,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "models/input_error.h"
 #include "models/json_reader.h"
 #include "sim/zero_config.h"
 
@@ -37,11 +39,42 @@ class Locator {
   std::map<std::string, std::string> redirects_;
 };
 
+// The problems found in one ds_config, so that a file is reported whole (DeepSpeed's pydantic
+// validation lists every bad field of a block at once). The reader runs in small named steps; a
+// step that throws InputError is recorded here and reading goes on with the next step, which sees
+// the defaults where the failed step would have written.
+class Errors {
+ public:
+  // More than this many problems are summarised in one closing line.
+  static constexpr size_t kMaxLines = 20;
+
+  // Runs `step`, recording the InputError it throws, if any.
+  template <typename Step>
+  void step(Step&& step) {
+    try {
+      step();
+    } catch (const InputError& e) {
+      add(e);
+    }
+  }
+  void add(const InputError& e);
+  bool empty() const { return errors_.empty(); }
+  // Throws the problems found so far: the only one unchanged, several as one InputError whose
+  // message has a line per problem (the first one's where: problem, then one "where: problem"
+  // line each, at most kMaxLines in all).
+  void throw_if_any() const;
+
+ private:
+  std::vector<InputError> errors_;
+};
+
 // What a block does with the string "auto". DeepSpeedConfigModel.__init__ (pydantic, in
 // deepspeed/runtime/config_utils.py) drops "auto" members of the model it builds, so they mean
-// the default: zero_optimization, fp16, bf16. Nested pydantic models (offload_param,
-// offload_optimizer) are validated without that __init__, and the plain-dict blocks (aio,
-// activation_checkpointing, data_types) hand the string on: there "auto" is a type error.
+// the default: zero_optimization, fp16, bf16, and the nested offload_param and
+// offload_optimizer, whose validation pydantic 2 runs through that same overridden __init__
+// (checked with DeepSpeed 0.19.5's classes under pydantic 2.13: tools/ds-config-check). The
+// plain-dict blocks (aio, activation_checkpointing, data_types) hand the string on: there "auto"
+// is a type error.
 enum class AutoRule { kMeansDefault, kIsAnError };
 enum class Null { kRejected, kMeansDefault };  // pydantic Optional[...] fields take null
 
@@ -70,10 +103,10 @@ class BlockReader {
   AutoRule auto_rule_;
 };
 
-// Throws for the first member not in `known` (keys holding a dropped "auto" are skipped when
-// `auto_rule` drops them, as pydantic never sees those). `block` names the DeepSpeed class.
+// Records a problem for every member not in `known` (keys holding a dropped "auto" are skipped
+// when `auto_rule` drops them, as pydantic never sees those). `block` names the DeepSpeed class.
 void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
-                         AutoRule auto_rule, std::string_view block);
+                         AutoRule auto_rule, std::string_view block, Errors& errors);
 
 // `text` as a JSON string literal ("x", with escapes), for messages.
 std::string json_quoted(std::string_view text);
@@ -95,18 +128,19 @@ struct BatchValue {
 // InputError naming `flag` for a value that is not positive, or (but for train_batch_size) more
 // than kMaxBatchCount.
 BatchValue batch_flag(const char* key, const char* flag, const std::optional<int64_t>& from_flag);
-// DeepSpeed's resolution of the three batch keys (_set_batch_related_parameters and
-// _batch_assertion) into `c`: a missing one derived from the others, and all checked against
-// `dp` GPUs. Errors name where(key), or where(nullptr) for the config as a whole.
 // Resolves train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps from
 // the file, "auto" and the flags in `context` as DeepSpeed does, into `c`.
 void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c);
+// DeepSpeed's resolution of the three batch keys (_set_batch_related_parameters and
+// _batch_assertion) into `c`: a missing one derived from the others, and all checked against
+// `dp` GPUs. Errors name where(key), or where(nullptr) for the config as a whole.
 void resolve_batch(BatchValue micro, BatchValue gas, BatchValue train, int64_t dp,
                    const std::function<std::string(const char* key)>& where, DsConfig& c);
 
 // zero_optimization (zero_optimization.cc).
+// Reads what it can, recording each problem in `errors`.
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
-                                  Locator& locator);
+                                  Locator& locator, Errors& errors);
 nlohmann::json zero_optimization_to_json(const ZeroConfig& zero);
 // The stage is 0-3 (the first of check_zero_optimization's checks).
 void check_stage(int stage, const Locator& locator);

@@ -156,10 +156,10 @@ void read_fraction(const BlockReader& b, std::string_view key, double& out) {
   }
 }
 
-OffloadParamConfig read_offload_param(const JsonReader& r) {
-  reject_unknown_keys(r, kOffloadParamKeys, AutoRule::kIsAnError,
-                      "DeepSpeedZeroOffloadParamConfig (offload_param)");
-  BlockReader b(r, AutoRule::kIsAnError);
+OffloadParamConfig read_offload_param(const JsonReader& r, Errors& errors) {
+  reject_unknown_keys(r, kOffloadParamKeys, AutoRule::kMeansDefault,
+                      "DeepSpeedZeroOffloadParamConfig (offload_param)", errors);
+  BlockReader b(r, AutoRule::kMeansDefault);
   OffloadParamConfig p;
   p.device = read_device(b);
   if (auto v = b.string("nvme_path", Null::kMeansDefault)) p.nvme_path = *v;
@@ -172,10 +172,11 @@ OffloadParamConfig read_offload_param(const JsonReader& r) {
   return p;
 }
 
-OffloadOptimizerConfig read_offload_optimizer(const JsonReader& r, int stage, json& passthrough) {
-  reject_unknown_keys(r, kOffloadOptimizerKeys, AutoRule::kIsAnError,
-                      "DeepSpeedZeroOffloadOptimizerConfig (offload_optimizer)");
-  BlockReader b(r, AutoRule::kIsAnError);
+OffloadOptimizerConfig read_offload_optimizer(const JsonReader& r, int stage, json& passthrough,
+                                              Errors& errors) {
+  reject_unknown_keys(r, kOffloadOptimizerKeys, AutoRule::kMeansDefault,
+                      "DeepSpeedZeroOffloadOptimizerConfig (offload_optimizer)", errors);
+  BlockReader b(r, AutoRule::kMeansDefault);
   OffloadOptimizerConfig o;
   o.device = read_device(b);
   if (auto v = b.string("nvme_path", Null::kMeansDefault)) o.nvme_path = *v;
@@ -239,146 +240,178 @@ ZeroConfig read_deprecated_bool_form(const JsonReader& top, bool enabled, Locato
   return z;
 }
 
-}  // namespace
+// zero_optimization as one reader: the block, its typed reads, and the spelling the file uses for
+// each field (pydantic's populate_by_name: "stage3_max_live_parameters" or
+// "max_live_parameters").
+struct ZeroReader {
+  const JsonReader& r;
+  BlockReader b;
+  std::map<std::string_view, std::string> spelled;
 
-bool uses_nvme(const ZeroConfig& zero) {
-  return zero.offload_param.device == OffloadDevice::kNvme ||
-         zero.offload_optimizer.device == OffloadDevice::kNvme;
-}
+  // The key the file uses for `json_name` (the JSON name itself when absent).
+  std::string key(std::string_view json_name) const {
+    auto f = spelled.find(json_name);
+    return f == spelled.end() ? std::string(json_name) : f->second;
+  }
+};
 
-ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
-                                  Locator& locator) {
-  const json& doc = top.json();
-  auto it = doc.find("zero_optimization");
-  if (it == doc.end()) return ZeroConfig{};
-  if (it->is_boolean()) return read_deprecated_bool_form(top, it->get<bool>(), locator);
-  JsonReader r = top.child("zero_optimization");  // throws unless an object
-  reject_unknown_keys(r, zero_key_spellings(), AutoRule::kMeansDefault,
-                      "DeepSpeed 0.19's DeepSpeedZeroConfig (zero_optimization)");
-
-  // Which spelling of each field the file uses; a dropped "auto" does not count.
+// Which spelling of each field the file uses; a dropped "auto" does not count. Giving both is a
+// problem.
+std::map<std::string_view, std::string> spellings(const JsonReader& r, Locator& locator,
+                                                  Errors& errors) {
   std::map<std::string_view, std::string> spelled;
   for (const auto& [key, value] : r.json().items()) {
     if (value.is_string() && value.get_ref<const std::string&>() == "auto") continue;
     const ZeroKey* k = find_zero_key(key);
+    if (k == nullptr) continue;  // an unknown key, reported already
     auto [pos, inserted] = spelled.emplace(k->json_name, key);
     if (!inserted) {
-      r.fail(key, "is given twice, also as " + json_quoted(pos->second) +
-                      " (DeepSpeed accepts either spelling, not both)");
+      errors.step([&] {
+        r.fail(key, "is given twice, also as " + json_quoted(pos->second) +
+                        " (DeepSpeed accepts either spelling, not both)");
+      });
     }
     if (key != k->json_name) {
       locator.redirect(kZ + std::string(k->json_name), kZ + json_pointer_escape(key));
     }
   }
-  auto key = [&](std::string_view json_name) {
-    auto f = spelled.find(json_name);
-    return f == spelled.end() ? std::string(json_name) : f->second;
-  };
+  return spelled;
+}
 
-  BlockReader b(r, AutoRule::kMeansDefault);
-  ZeroConfig z;
-  if (r.is_auto("stage") && context.notes != nullptr) {
+void read_stage(const ZeroReader& zr, const ParseContext& context, const Locator& locator,
+                ZeroConfig& z) {
+  if (zr.r.is_auto("stage") && context.notes != nullptr) {
     context.notes->push_back(locator.at(kZ + "stage") +
                              " is \"auto\", which the Hugging Face Trainer does not fill: "
                              "DeepSpeed drops it and runs ZeRO stage 0");
   }
-  if (std::optional<int64_t> v = b.integer(key("stage"))) {
+  if (std::optional<int64_t> v = zr.b.integer(zr.key("stage"))) {
     if (*v < 0 || *v > 3) {
-      r.fail(key("stage"), "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*v));
+      zr.r.fail(zr.key("stage"), "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*v));
     }
     z.stage = static_cast<int>(*v);
   }
-  auto read_bool = [&](std::string_view json_name, bool& out) {
-    if (std::optional<bool> v = b.boolean(key(json_name))) out = *v;
-  };
-  read_bool("contiguous_gradients", z.contiguous_gradients);
-  read_bool("reduce_scatter", z.reduce_scatter);
-  read_bool("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
-  read_bool("round_robin_gradients", z.round_robin_gradients);
-  read_count(b, key("reduce_bucket_size"), z.reduce_bucket_size);
-  read_count(b, key("allgather_bucket_size"), z.allgather_bucket_size);
-  read_count(b, key("sub_group_size"), z.sub_group_size);
-  read_count(b, key("stage3_prefetch_bucket_size"), z.prefetch_bucket_size);
-  read_count(b, key("stage3_param_persistence_threshold"), z.param_persistence_threshold);
-  read_count(b, key("stage3_model_persistence_threshold"), z.model_persistence_threshold);
-  read_count(b, key("stage3_max_live_parameters"), z.max_live_parameters);
-  read_count(b, key("stage3_max_reuse_distance"), z.max_reuse_distance);
-  // overlap_comm_valid (zero/config.py): unset means "on for stage 3 only".
-  z.overlap_comm = b.boolean(key("overlap_comm"), Null::kMeansDefault).value_or(z.stage == 3);
+}
 
-  // The Hugging Face Trainer fills these "auto"s from the model (trainer_config_finalize in
-  // transformers/integrations/deepspeed.py, reference §1.6); the two stage-3 keys only when the
-  // stage is 3, else DeepSpeed drops the "auto" and uses its default. It looks only at the JSON
-  // spellings, not at pydantic's attribute names.
+// The modeled booleans and sizes, each read on its own. Sizes are Field(ge=0): 0 is valid
+// (zero/config.py); what 0 does is in check_zero_optimization.
+void read_flags_and_sizes(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
+  auto flag = [&](std::string_view json_name, bool& out) {
+    errors.step([&] {
+      if (std::optional<bool> v = zr.b.boolean(zr.key(json_name))) out = *v;
+    });
+  };
+  flag("contiguous_gradients", z.contiguous_gradients);
+  flag("reduce_scatter", z.reduce_scatter);
+  flag("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
+  flag("round_robin_gradients", z.round_robin_gradients);
+  const std::pair<std::string_view, int64_t*> sizes[] = {
+      {"reduce_bucket_size", &z.reduce_bucket_size},
+      {"allgather_bucket_size", &z.allgather_bucket_size},
+      {"sub_group_size", &z.sub_group_size},
+      {"stage3_prefetch_bucket_size", &z.prefetch_bucket_size},
+      {"stage3_param_persistence_threshold", &z.param_persistence_threshold},
+      {"stage3_model_persistence_threshold", &z.model_persistence_threshold},
+      {"stage3_max_live_parameters", &z.max_live_parameters},
+      {"stage3_max_reuse_distance", &z.max_reuse_distance}};
+  for (const auto& [json_name, out] : sizes) {
+    errors.step([&] { read_count(zr.b, zr.key(json_name), *out); });
+  }
+  // overlap_comm_valid (zero/config.py): unset means "on for stage 3 only".
+  z.overlap_comm = z.stage == 3;
+  errors.step([&] {
+    z.overlap_comm =
+        zr.b.boolean(zr.key("overlap_comm"), Null::kMeansDefault).value_or(z.stage == 3);
+  });
+}
+
+// The Hugging Face Trainer fills these "auto"s from the model (trainer_config_finalize in
+// transformers/integrations/deepspeed.py, reference §1.6); the two stage-3 keys only when the
+// stage is 3, else DeepSpeed drops the "auto" and uses its default. It looks only at the JSON
+// spellings, not at pydantic's attribute names.
+void fill_trainer_autos(const ZeroReader& zr, const ParseContext& context, ZeroConfig& z) {
   const int64_t h = context.hidden_size;
   auto hidden_squared = [&](std::string_view json_name) -> int64_t {
     int64_t h2 = 0;
     if (h <= 0) {
-      r.fail(json_name,
-             "\"auto\" is filled from the model's hidden size (as the Hugging Face "
-             "Trainer does), and no model is known here");
+      zr.r.fail(json_name,
+                "\"auto\" is filled from the model's hidden size (as the Hugging Face "
+                "Trainer does), and no model is known here");
     }
-    if (__builtin_mul_overflow(h, h, &h2)) r.fail(json_name, "hidden size is too large");
+    if (__builtin_mul_overflow(h, h, &h2)) zr.r.fail(json_name, "hidden size is too large");
     return h2;
   };
-  if (r.is_auto("reduce_bucket_size")) z.reduce_bucket_size = hidden_squared("reduce_bucket_size");
-  if (z.stage == 3 && r.is_auto("stage3_prefetch_bucket_size")) {
+  if (zr.r.is_auto("reduce_bucket_size")) {
+    z.reduce_bucket_size = hidden_squared("reduce_bucket_size");
+  }
+  if (z.stage == 3 && zr.r.is_auto("stage3_prefetch_bucket_size")) {
     double h2 = static_cast<double>(hidden_squared("stage3_prefetch_bucket_size"));
     z.prefetch_bucket_size = static_cast<int64_t>(0.9 * h2);  // Python's int(0.9 * h * h)
   }
-  if (z.stage == 3 && r.is_auto("stage3_param_persistence_threshold")) {
+  if (z.stage == 3 && zr.r.is_auto("stage3_param_persistence_threshold")) {
     hidden_squared("stage3_param_persistence_threshold");
     z.param_persistence_threshold = 10 * h;
   }
+}
 
+// The accepted keys zplan does not model: type-checked and kept in ZeroConfig::other.
+void read_passthrough_keys(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
+  const BlockReader& b = zr.b;
   for (const ZeroKey& k : kZeroKeys) {
-    const std::string actual = key(k.json_name);
+    const std::string actual = zr.key(k.json_name);
     const std::string name(k.json_name);
-    switch (k.kind) {
-      case Kind::kModeled:
-      case Kind::kDeprecated:
-        break;
-      case Kind::kBool:
-        if (auto v = b.boolean(actual)) z.other[name] = *v;
-        break;
-      case Kind::kOptionalBool:
-        if (auto v = b.boolean(actual, Null::kMeansDefault)) z.other[name] = *v;
-        break;
-      case Kind::kInt:
-        if (auto v = b.integer(actual)) z.other[name] = *v;
-        break;
-      case Kind::kNonNegativeInt: {
-        int64_t v = -1;
-        read_count(b, actual, v);
-        if (v >= 0) z.other[name] = v;
-        break;
+    errors.step([&] {
+      switch (k.kind) {
+        case Kind::kModeled:
+        case Kind::kDeprecated:
+          break;
+        case Kind::kBool:
+          if (auto v = b.boolean(actual)) z.other[name] = *v;
+          break;
+        case Kind::kOptionalBool:
+          if (auto v = b.boolean(actual, Null::kMeansDefault)) z.other[name] = *v;
+          break;
+        case Kind::kInt:
+          if (auto v = b.integer(actual)) z.other[name] = *v;
+          break;
+        case Kind::kNonNegativeInt: {
+          int64_t v = -1;
+          read_count(b, actual, v);
+          if (v >= 0) z.other[name] = v;
+          break;
+        }
+        case Kind::kOptionalObject:
+          if (const json* v = b.object(actual, Null::kMeansDefault)) z.other[name] = *v;
+          break;
       }
-      case Kind::kOptionalObject:
-        if (const json* v = b.object(actual, Null::kMeansDefault)) z.other[name] = *v;
-        break;
-    }
+    });
   }
   if (json_true(z.other, "legacy_stage1")) {
-    r.fail(key("legacy_stage1"),
-           "the legacy ZeRO stage 1 was removed in DeepSpeed 0.5.9, which "
-           "raises when this is true");
+    errors.step([&] {
+      zr.r.fail(zr.key("legacy_stage1"),
+                "the legacy ZeRO stage 1 was removed in DeepSpeed 0.5.9, which "
+                "raises when this is true");
+    });
   }
+}
 
-  // Deprecated fields (DeepSpeedConfigModel._process_deprecated_field): the old key sets the new
-  // one, and giving both is an error even when the old one is null or false.
+// Deprecated fields (DeepSpeedConfigModel._process_deprecated_field): the old key sets the new
+// one, and giving both is an error even when the old one is null or false.
+void read_deprecated_keys(const ZeroReader& zr, Locator& locator, ZeroConfig& z) {
+  const BlockReader& b = zr.b;
   if (auto v = b.boolean("stage3_gather_fp16_weights_on_model_save")) {
-    if (b.given(key("stage3_gather_16bit_weights_on_model_save"))) {
-      r.fail("stage3_gather_fp16_weights_on_model_save",
-             "is the deprecated name of stage3_gather_16bit_weights_on_model_save; give one, not "
-             "both");
+    if (b.given(zr.key("stage3_gather_16bit_weights_on_model_save"))) {
+      zr.r.fail("stage3_gather_fp16_weights_on_model_save",
+                "is the deprecated name of stage3_gather_16bit_weights_on_model_save; give one, "
+                "not both");
     }
     z.other["stage3_gather_16bit_weights_on_model_save"] = *v;
   }
   auto deprecated_offload = [&](const char* old_key, std::string_view new_key) {
     if (!b.given(old_key)) return false;
-    if (b.given(key(new_key))) {
-      r.fail(old_key,
-             "is the deprecated form of " + std::string(new_key) + "; give one of them, not both");
+    if (b.given(zr.key(new_key))) {
+      zr.r.fail(old_key, "is the deprecated form of " + std::string(new_key) +
+                             "; give one of them, not both");
     }
     if (!b.boolean(old_key, Null::kMeansDefault).value_or(false)) return false;
     locator.redirect(kZ + std::string(new_key), kZ + old_key);
@@ -390,20 +423,28 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   if (deprecated_offload("cpu_offload", "offload_optimizer")) {
     z.offload_optimizer.device = OffloadDevice::kCpu;
   }
+}
 
-  if (b.object(key("offload_param"), Null::kMeansDefault)) {
-    z.offload_param = read_offload_param(r.child(key("offload_param")));
-  }
-  if (b.object(key("offload_optimizer"), Null::kMeansDefault)) {
-    json extras;
-    z.offload_optimizer =
-        read_offload_optimizer(r.child(key("offload_optimizer")), z.stage, extras);
-    if (!extras.is_null()) z.other["offload_optimizer"] = std::move(extras);
-  }
+void read_offload_blocks(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
+  errors.step([&] {
+    if (zr.b.object(zr.key("offload_param"), Null::kMeansDefault)) {
+      z.offload_param = read_offload_param(zr.r.child(zr.key("offload_param")), errors);
+    }
+  });
+  errors.step([&] {
+    if (zr.b.object(zr.key("offload_optimizer"), Null::kMeansDefault)) {
+      json extras;
+      z.offload_optimizer =
+          read_offload_optimizer(zr.r.child(zr.key("offload_optimizer")), z.stage, extras, errors);
+      if (!extras.is_null()) z.other["offload_optimizer"] = std::move(extras);
+    }
+  });
+}
 
-  // Resolved the way the engine and the optimizers do: stage 1/2 turn contiguous gradients on
-  // with optimizer offload (stage_1_and_2.py); stage 3 with allgather_sequential gathers one
-  // parameter at a time, so the engine sets the prefetch bucket to 1 (engine.py; MiCS aside).
+// Resolved the way the engine and the optimizers do: stage 1/2 turn contiguous gradients on
+// with optimizer offload (stage_1_and_2.py); stage 3 with allgather_sequential gathers one
+// parameter at a time, so the engine sets the prefetch bucket to 1 (engine.py; MiCS aside).
+void resolve_as_the_engine_does(ZeroConfig& z) {
   if ((z.stage == 1 || z.stage == 2) && z.offload_optimizer.device != OffloadDevice::kNone) {
     z.contiguous_gradients = true;
   }
@@ -411,6 +452,38 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
       json_int_or(z.other, "mics_shard_size", -1) <= 0) {
     z.prefetch_bucket_size = 1;
   }
+}
+
+}  // namespace
+
+bool uses_nvme(const ZeroConfig& zero) {
+  return zero.offload_param.device == OffloadDevice::kNvme ||
+         zero.offload_optimizer.device == OffloadDevice::kNvme;
+}
+
+ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
+                                  Locator& locator, Errors& errors) {
+  const json& doc = top.json();
+  auto it = doc.find("zero_optimization");
+  if (it == doc.end()) return ZeroConfig{};
+  ZeroConfig z;
+  if (it->is_boolean()) {
+    errors.step([&] { z = read_deprecated_bool_form(top, it->get<bool>(), locator); });
+    return z;
+  }
+  std::optional<JsonReader> r;
+  errors.step([&] { r = top.child("zero_optimization"); });  // throws unless an object
+  if (!r) return z;
+  reject_unknown_keys(*r, zero_key_spellings(), AutoRule::kMeansDefault,
+                      "DeepSpeed 0.19's DeepSpeedZeroConfig (zero_optimization)", errors);
+  ZeroReader zr{*r, BlockReader(*r, AutoRule::kMeansDefault), spellings(*r, locator, errors)};
+  errors.step([&] { read_stage(zr, context, locator, z); });
+  read_flags_and_sizes(zr, z, errors);
+  errors.step([&] { fill_trainer_autos(zr, context, z); });
+  read_passthrough_keys(zr, z, errors);
+  errors.step([&] { read_deprecated_keys(zr, locator, z); });
+  read_offload_blocks(zr, z, errors);
+  resolve_as_the_engine_does(z);
   return z;
 }
 
@@ -422,20 +495,22 @@ void check_stage(int stage, const Locator& loc) {
 
 void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
   check_stage(z.stage, loc);
-  // DeepSpeed itself accepts 0 for these sizes (Field(ge=0)); zplan rejects it for buckets and
-  // sub-groups, a degenerate schedule it does not model. A prefetch bucket of 0 is a real
-  // setting ("no prefetch") and is accepted.
-  auto positive = [&](const char* json_name, int64_t v) {
-    if (v <= 0) {
-      loc.fail(kZ + json_name, "must be a positive number of elements, got " + std::to_string(v));
-    }
-  };
-  positive("reduce_bucket_size", z.reduce_bucket_size);
-  positive("allgather_bucket_size", z.allgather_bucket_size);
-  positive("sub_group_size", z.sub_group_size);
+  // DeepSpeed declares every size Field(ge=0) (zero/config.py), and 0 runs where it means
+  // something: reduce_bucket_size 0 reduces each gradient on its own, as a tensor larger than
+  // the bucket is (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads, stage3.py
+  // __add_grad_to_ipg_bucket: no IPG buffer is filled); sub_group_size 0 makes one sub-group per
+  // parameter (stage3.py _create_fp16_sub_groups closes a sub-group once it holds >= 0
+  // elements); a prefetch bucket of 0 is "no prefetch". allgather_bucket_size 0 divides by zero
+  // in the stage 1/2 all-gather (runtime/utils.py all_gather_dp_groups), so zplan refuses it.
   auto non_negative = [&](const std::string& pointer, int64_t v) {
     if (v < 0) loc.fail(pointer, "must not be negative, got " + std::to_string(v));
   };
+  non_negative(kZ + "reduce_bucket_size", z.reduce_bucket_size);
+  if (z.allgather_bucket_size <= 0) {
+    loc.fail(kZ + "allgather_bucket_size", "must be a positive number of elements, got " +
+                                               std::to_string(z.allgather_bucket_size));
+  }
+  non_negative(kZ + "sub_group_size", z.sub_group_size);
   non_negative(kZ + "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
   non_negative(kZ + "stage3_param_persistence_threshold", z.param_persistence_threshold);
   non_negative(kZ + "stage3_model_persistence_threshold", z.model_persistence_threshold);
@@ -509,6 +584,23 @@ void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
 }
 
 void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
+  // Optimizer schedules of their own: ZenFlow (stage_1_and_2.py: on whenever the zenflow block
+  // is given) and SuperOffload (engine.py _configure_zero_optimizer: stage 3 with
+  // offload_optimizer.super_offload picks SuperOffloadOptimizer_Stage3).
+  if ((z.stage == 1 || z.stage == 2) && z.other.is_object() && z.other.contains("zenflow")) {
+    loc.fail(kZ + "zenflow",
+             "not modelled: ZenFlow (important gradients updated on the GPU, the rest "
+             "asynchronously on the CPU); remove it to plan plain ZeRO optimizer offload");
+  }
+  const json* extras = z.other.is_object() && z.other.contains("offload_optimizer")
+                           ? &z.other["offload_optimizer"]
+                           : nullptr;
+  if (z.stage == 3 && z.offload_optimizer.device != OffloadDevice::kNone && extras != nullptr &&
+      json_true(*extras, "super_offload")) {
+    loc.fail(kZ + "offload_optimizer/super_offload",
+             "not modelled: SuperOffload (its own stage-3 optimizer and CPU schedule); remove it "
+             "to plan plain ZeRO-3 optimizer offload");
+  }
   // DeepSpeed reads these in stage 3 only (zero/mics.py, partition_parameters.py; reference
   // §1 table and "ZeRO++ hpZ", "MiCS"): at stages 0-2 they change nothing, as in zplan.
   if (z.stage != 3) return;
@@ -575,22 +667,34 @@ json zero_optimization_to_json(const ZeroConfig& z) {
     }
   }
   j["stage"] = z.stage;
-  j["contiguous_gradients"] = z.contiguous_gradients;
-  j["reduce_scatter"] = z.reduce_scatter;
-  j["reduce_bucket_size"] = z.reduce_bucket_size;
-  j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
-  j["allgather_bucket_size"] = z.allgather_bucket_size;
-  j["overlap_comm"] = z.overlap_comm;
-  j["round_robin_gradients"] = z.round_robin_gradients;
-  j["sub_group_size"] = z.sub_group_size;
-  j["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
-  j["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
-  // Its default is sys.maxsize; written only when set, to keep the file readable.
-  if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
-    j["stage3_model_persistence_threshold"] = z.model_persistence_threshold;
+  // Only the keys the stage's code reads, so that none looks as if it mattered: without ZeRO the
+  // engine reads none of them (it all-reduces in MEMORY_OPT_ALLREDUCE_SIZE pieces); the bucket
+  // and overlap keys are read by stage_1_and_2.py and stage3.py; reduce_scatter,
+  // use_multi_rank_bucket_allreduce, allgather_bucket_size and round_robin_gradients by
+  // stage_1_and_2.py only; sub_group_size and the stage3_* keys by stage3.py and
+  // parameter_offload.py only.
+  if (z.stage >= 1) {
+    j["contiguous_gradients"] = z.contiguous_gradients;
+    j["reduce_bucket_size"] = z.reduce_bucket_size;
+    j["overlap_comm"] = z.overlap_comm;
   }
-  j["stage3_max_live_parameters"] = z.max_live_parameters;
-  j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+  if (z.stage == 1 || z.stage == 2) {
+    j["reduce_scatter"] = z.reduce_scatter;
+    j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
+    j["allgather_bucket_size"] = z.allgather_bucket_size;
+    j["round_robin_gradients"] = z.round_robin_gradients;
+  }
+  if (z.stage == 3) {
+    j["sub_group_size"] = z.sub_group_size;
+    j["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
+    j["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
+    // Its default is sys.maxsize; written only when set, to keep the file readable.
+    if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
+      j["stage3_model_persistence_threshold"] = z.model_persistence_threshold;
+    }
+    j["stage3_max_live_parameters"] = z.max_live_parameters;
+    j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+  }
   if (z.offload_param.device != OffloadDevice::kNone) {
     j["offload_param"] = offload_param_to_json(z.offload_param);
   }

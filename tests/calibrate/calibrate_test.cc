@@ -7,9 +7,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/config.h"
 #include "calibrate/fake_backend.h"
 #include "hardware/cost_model.h"
+#include "kernels/config.h"
 #include "models/catalog.h"
 #include "models/input_error.h"
 #include "sim/simulate.h"
@@ -29,14 +29,14 @@ Calibration run_fake(const std::string& base) {
   o.name = "fake-cluster";
   o.date = "2026-11-22T00:00:00Z";
   o.command_line = "zplan calibrate --backend fake";
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   return calibrate(o, *group, quiet);
 }
 
 // A fake of another spec, measured and built with the same code.
 hardware::Profile fake_profile(const FakeSpec& spec) {
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   Measurements m;
   make_fake_backend(spec)->measure(*group, ProbeOptions{}, quiet, &m);
@@ -207,7 +207,7 @@ TEST_CASE("the report prints every table", "[calibrate]") {
 }
 
 TEST_CASE("bad calibrate options fail before measuring", "[calibrate]") {
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CalibrateOptions o;
   o.probe.sweep = Sweep::kTiny;
@@ -220,7 +220,7 @@ TEST_CASE("bad calibrate options fail before measuring", "[calibrate]") {
                     Catch::StartsWith("--base: no file 'a1000' and no stock profile of that "
                                       "name; stock profiles: "));
 #if ZPLAN_HAVE_MPI
-  if (mpi_launcher_variable().empty()) {
+  if (kernels::mpi_launcher_variable().empty()) {
     o.base = "";
     o.backends = "mpi";
     CHECK_THROWS_WITH(calibrate(o, *group, quiet),

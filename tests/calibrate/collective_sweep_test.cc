@@ -76,7 +76,7 @@ TEST_CASE("sweep settings: presets, overrides, bad values", "[calibrate][sweep]"
 TEST_CASE("the timing loop: warm-up, iterations per block, time per operation",
           "[calibrate][sweep]") {
   ExactBench bench;
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   SweepSettings s;
   s.min_bytes = 64;
@@ -111,7 +111,7 @@ TEST_CASE("the timing loop: warm-up, iterations per block, time per operation",
 
 TEST_CASE("one slow operation skips the rest of the warm-up", "[calibrate][sweep]") {
   ExactBench bench;
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   SweepSettings s;
   s.min_bytes = s.max_bytes = 64e6;  // 64 ms per operation, beyond a 5 ms block; 5 repeats
@@ -123,7 +123,7 @@ TEST_CASE("one slow operation skips the rest of the warm-up", "[calibrate][sweep
 
 TEST_CASE("the table prints like nccl-tests", "[calibrate][sweep]") {
   FakeCollectiveBench bench(default_fake_spec(), 0);
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   ProbeOptions o;
   o.sweep = Sweep::kTiny;

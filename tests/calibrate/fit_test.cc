@@ -25,7 +25,7 @@ std::vector<Sample> line(double alpha, double beta, double min_bytes, double max
 // The fake's sweep of one op, timed and averaged like a real backend's (quick sweep, 8 ranks).
 CollectiveMeasurement fake_sweep(const FakeSpec& spec, Collective op) {
   FakeCollectiveBench bench(spec, 0);
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   return sweep_collective(bench, *group, op, sweep_settings(ProbeOptions{}, true), quiet);
 }

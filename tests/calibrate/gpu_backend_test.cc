@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include "calibrate/calibrate.h"
-#include "calibrate/check.h"
-#include "calibrate/config.h"
 #include "calibrate/gpu_info.h"
 #include "calibrate/registry.h"
+#include "kernels/check.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {
@@ -41,7 +41,7 @@ TEST_CASE("check macros throw one line with file, line, call and the library's m
   try {
     ZPLAN_CUDA_CHECK(fails());
     FAIL("no throw");
-  } catch (const BackendError& e) {
+  } catch (const kernels::BackendError& e) {
     const std::string what = e.what();
     CHECK_THAT(what, Catch::Matches("tests/calibrate/gpu_backend_test\\.cc:[0-9]+: CUDA call "
                                     "fails\\(\\) failed: out of memory"));
@@ -71,9 +71,16 @@ TEST_CASE("architectures and stock profiles from what CUDA reports", "[calibrate
   CHECK(stock_profile_for_device("NVIDIA A100-SXM4-80GB", 80 * gib) == "a100");
   CHECK(stock_profile_for_device("NVIDIA A100-SXM4-40GB", 40 * gib) == "a100-40g");
   CHECK(stock_profile_for_device("NVIDIA H100 80GB HBM3", 80 * gib) == "h100");
+  CHECK(stock_profile_for_device("NVIDIA H100 PCIe", 80 * gib) == "h100-pcie");
+  CHECK(stock_profile_for_device("NVIDIA A100 80GB PCIe", 80 * gib) == "a100-pcie");
+  CHECK(stock_profile_for_device("NVIDIA A100-PCIE-40GB", 40 * gib) == "a100-40g");
+  CHECK(stock_profile_for_device("NVIDIA L4", 22.5 * gib) == "l4");
+  CHECK(stock_profile_for_device("NVIDIA A10G", 22.5 * gib) == "a10g");
+  CHECK(stock_profile_for_device("NVIDIA L40S", 45 * gib) == "l40s");
+  CHECK(stock_profile_for_device("NVIDIA GeForce RTX 4090", 24 * gib) == "rtx4090");
+  CHECK(stock_profile_for_device("NVIDIA L40", 45 * gib).empty());
   CHECK(stock_profile_for_device("NVIDIA H200", 141 * gib) == "h200");
   CHECK(stock_profile_for_device("Tesla V100-SXM2-32GB", 32 * gib) == "v100");
-  CHECK(stock_profile_for_device("NVIDIA GeForce RTX 4090", 24 * gib) == "");
   for (Sweep s : {Sweep::kTiny, Sweep::kQuick, Sweep::kFull}) {
     CHECK(!gpu_gemm_shapes(s).empty());
     CHECK(gpu_copy_bytes(s) > 0);
@@ -82,7 +89,7 @@ TEST_CASE("architectures and stock profiles from what CUDA reports", "[calibrate
 
 // The message a GPU backend gives on a machine without a GPU; "" if this machine has one.
 std::string no_device_message(const std::string& backend) {
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   try {
     make_backend(backend)->check(*group, ProbeOptions{});
   } catch (const InputError& e) {
@@ -105,7 +112,7 @@ TEST_CASE("without a GPU, cuda says so in one line", "[calibrate][gpu]") {
   CalibrateOptions o;
   o.backends = "host,cuda";
   o.probe.sweep = Sweep::kTiny;
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CHECK_THROWS_WITH(calibrate(o, *group, quiet), what);
 #else

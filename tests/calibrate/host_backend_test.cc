@@ -1,4 +1,4 @@
-// The host backend's parts: the GEMM and block-I/O kernels it times, and a tiny run of the whole
+// The host backend's parts: the block-I/O kernels it times, and a tiny run of the whole
 // backend that must produce a CPU profile zplan can load. Its timings are not asserted: the
 // machine is shared, and performance is measured by `zplan calibrate`, not by unit tests.
 #include "calibrate/host_backend.h"
@@ -11,7 +11,6 @@
 
 #include "calibrate/block_io.h"
 #include "calibrate/calibrate.h"
-#include "calibrate/cpu_gemm.h"
 #include "models/input_error.h"
 #include "tests/calibrate/calibrate_test_util.h"
 
@@ -20,41 +19,13 @@ namespace {
 
 using testing::TempDir;
 
-TEST_CASE("cpu_sgemm computes op(A) op(B), row-major", "[calibrate][host]") {
-  const int64_t m = 5, n = 7, k = 3;
-  std::vector<float> a(m * k), b(k * n);
-  for (int64_t i = 0; i < m * k; ++i) a[i] = float(i % 5) - 1;
-  for (int64_t i = 0; i < k * n; ++i) b[i] = float(i % 3) + 0.5f;
-  std::vector<float> want(m * n, 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) want[i * n + j] += a[i * k + p] * b[p * n + j];
-  for (int threads : {1, 2}) {
-    set_cpu_gemm_threads(threads);
-    std::vector<float> c(m * n, -1);
-    cpu_sgemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
-    CHECK(c == want);
-    // Transposed storage: A^T stored as k x m, B^T as n x k.
-    std::vector<float> at(k * m), bt(n * k);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) at[p * m + i] = a[i * k + p];
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
-    std::vector<float> c2(m * n, -1);
-    cpu_sgemm(true, true, m, n, k, at.data(), m, bt.data(), k, c2.data(), n);
-    CHECK(c2 == want);
-  }
-  set_cpu_gemm_threads(1);
-  CHECK(!cpu_gemm_library().empty());
-}
-
 TEST_CASE("scratch files leave nothing behind", "[calibrate][host]") {
   TempDir dir;
   REQUIRE(!dir.path().empty());
   {
     ScratchFile f(dir.path());
     CHECK(TempDir::entries(dir.path()).empty());  // unlinked as soon as it was open
-    BlockIoSettings s;
+    kernels::BlockIoSettings s;
     s.block_bytes = 1 << 20;
     s.queue_depth = 8;
     std::string engine;
@@ -76,7 +47,7 @@ TEST_CASE("a directory without O_DIRECT falls back and says so", "[calibrate][ho
   if (f.o_direct()) return;  // this kernel's tmpfs accepts O_DIRECT
   CHECK_THAT(f.note(), Catch::StartsWith("no O_DIRECT at /dev/shm (open: "));
   std::string engine;
-  CHECK(sequential_write(f, 1 << 20, BlockIoSettings{}, &engine) > 0);
+  CHECK(sequential_write(f, 1 << 20, kernels::BlockIoSettings{}, &engine) > 0);
 }
 
 TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[calibrate][host]") {
@@ -84,7 +55,7 @@ TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[c
   o.backends = "host";
   o.probe.sweep = Sweep::kTiny;
   o.probe.nvme_path = "/nonexistent/zplan";
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   CHECK_THROWS_WITH(calibrate(o, *group, quiet),
                     "/nonexistent/zplan: cannot create a scratch file for the NVMe probe: No such "
@@ -104,14 +75,14 @@ TEST_CASE("threads per rank: the node's CPUs shared by its ranks", "[calibrate][
   CHECK(!cpu.model.empty());
 }
 
-TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host]") {
+TEST_CASE("a tiny host calibration builds a CPU profile zplan loads", "[calibrate][host][blas]") {
   TempDir dir;
   CalibrateOptions o;
   o.backends = "host";
   o.probe.sweep = Sweep::kTiny;
   o.probe.nvme_path = dir.path();
   o.name = "tiny-host";
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   Calibration c = calibrate(o, *group, quiet);
   CHECK(TempDir::entries(dir.path()).empty());
@@ -143,7 +114,7 @@ TEST_CASE("the quick host calibration", "[.slow][calibrate-slow]") {
   CalibrateOptions o;
   o.backends = "host";
   o.probe.nvme_path = dir.path();
-  auto group = make_single_process_group();
+  auto group = kernels::make_single_process_comm();
   Progress quiet(nullptr);
   Calibration c = calibrate(o, *group, quiet);
   REQUIRE(c.built.has_value());

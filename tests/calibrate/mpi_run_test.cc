@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/config.h"
 #include "hardware/profile.h"
+#include "kernels/config.h"
 #include "tests/calibrate/calibrate_test_util.h"
 
 namespace zplan::calibrate {

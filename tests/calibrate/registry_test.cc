@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/config.h"
+#include "kernels/config.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {
@@ -68,8 +68,9 @@ TEST_CASE("every compiled backend can be made", "[calibrate][registry]") {
 }
 
 TEST_CASE("outside mpirun the run is one process", "[calibrate][registry]") {
-  if (!mpi_launcher_variable().empty()) return;  // the test binary itself runs under mpirun
-  auto g = make_process_group();
+  if (!kernels::mpi_launcher_variable().empty())
+    return;  // the test binary itself runs under mpirun
+  auto g = make_process_comm();
   CHECK(g->size() == 1);
   CHECK(g->rank() == 0);
   CHECK(g->nodes() == 1);

@@ -64,7 +64,8 @@ void for_each_number(const json& j, const std::string& pointer,
 
 TEST_CASE("every stock profile loads by name, by name.json and by path", "[hardware]") {
   REQUIRE(stock_profile_names() ==
-          std::vector<std::string>{"v100", "a100-40g", "a100", "h100", "h200"});
+          std::vector<std::string>{"v100", "a100-40g", "a100", "h100", "h200", "a100-pcie",
+                                   "h100-pcie", "l4", "a10g", "l40s", "rtx4090"});
   for (const std::string& name : stock_profile_names()) {
     CAPTURE(name);
     Profile by_name = load_profile(name);
@@ -121,6 +122,62 @@ TEST_CASE("stock profiles hold the reference figures in SI units", "[hardware]")
   CHECK(h200.node.nvls_busbw_bytes_per_s == Approx(480e9));
   CHECK(h200.node.intra_latency_s == 0);
   CHECK(load_profile("v100").node.nvls_busbw_bytes_per_s == 0);
+}
+
+TEST_CASE("the PCIe stock profiles hold their datasheet and measured figures", "[hardware]") {
+  struct Expected {
+    const char* name;
+    const char* gpu;
+    Arch arch;
+    double memory_gib;  // what nvidia-smi / the CUDA runtime reports, not the marketing GB
+    double dense_tflops;  // FP16/BF16 tensor peak without sparsity
+    double fp32_tflops;
+    double memory_gbps;
+    double gemm_top;  // measured best matmul / dense peak
+    int nics;
+  };
+  // The values cited in the profiles' sources (docs/formats.md, "Stock profiles"); a datasheet's
+  // sparse figure (L4 242, L40S 733, H100 PCIe 1513, RTX 4090 330.4) would fail here.
+  const Expected expected[] = {
+      {"a100-pcie", "A100-PCIe-80GB", Arch::kAmpere, 80, 312, 19.5, 1935, 0.811, 1},
+      {"h100-pcie", "H100-PCIe-80GB", Arch::kHopper, 79.65, 756, 51, 2000, 0.656, 1},
+      {"l4", "L4", Arch::kAmpere, 22.49, 121, 30.3, 300, 0.491, 1},
+      {"a10g", "A10G", Arch::kAmpere, 22.49, 70, 35, 600, 0.992, 1},
+      {"l40s", "L40S", Arch::kAmpere, 44.99, 362.05, 91.6, 864, 0.743, 4},
+      {"rtx4090", "GeForce RTX 4090", Arch::kAmpere, 23.99, 165.2, 82.6, 1008, 0.970, 1},
+  };
+  for (const Expected& e : expected) {
+    CAPTURE(e.name);
+    const Profile p = load_profile(e.name);
+    CHECK(p.gpu.name == e.gpu);
+    CHECK(p.gpu.arch == e.arch);
+    CHECK(p.gpu.memory_bytes == Approx(e.memory_gib * (1 << 30)));
+    CHECK(p.gpu.peak_flops_per_s == Approx(e.dense_tflops * 1e12));
+    CHECK(p.gpu.peak_fp32_flops_per_s == Approx(e.fp32_tflops * 1e12));
+    CHECK(p.gpu.hbm_bw_bytes_per_s == Approx(e.memory_gbps * 1e9));
+    CHECK(p.gpu.gemm_efficiency.back().efficiency == Approx(e.gemm_top));
+    // No NVLink on any of them: PCIe rings, no NVLink SHARP, slower than the NVLink nodes.
+    CHECK(p.node.intra_link == IntraLink::kPcie);
+    CHECK(p.node.nvls_busbw_bytes_per_s == 0);
+    CHECK(p.node.intra_busbw_bytes_per_s < load_profile("v100").node.intra_busbw_bytes_per_s);
+    CHECK(p.network.nics_per_node == e.nics);
+    // Attention runs below the best GEMM, as in the NVLink profiles.
+    CHECK(p.gpu.attention_efficiency < e.gemm_top);
+  }
+  // The 24 GB cards are smaller than their marketing size, as CUDA reports them.
+  for (const char* name : {"l4", "a10g", "rtx4090"}) {
+    CHECK(load_profile(name).gpu.memory_bytes < 24.0 * (1 << 30));
+  }
+  // The RTX 4090 box has no peer-to-peer and no RDMA fabric: the slowest links of all.
+  const Profile rtx = load_profile("rtx4090");
+  for (const std::string& name : stock_profile_names()) {
+    if (name == "rtx4090") continue;
+    CAPTURE(name);
+    const Profile other = load_profile(name);
+    CHECK(rtx.node.intra_busbw_bytes_per_s < other.node.intra_busbw_bytes_per_s);
+    CHECK(rtx.network.nic_bw_bytes_per_s * rtx.network.nics_per_node <
+          other.network.nic_bw_bytes_per_s * other.network.nics_per_node);
+  }
 }
 
 TEST_CASE("profile_to_json inverts profile_from_json", "[hardware]") {
@@ -330,7 +387,7 @@ TEST_CASE("load_profile names the stock profiles when nothing matches", "[hardwa
   } catch (const InputError& e) {
     CHECK(std::string(e.what()) ==
           "--hw: no file 'a200' and no stock profile of that name; stock profiles: v100, "
-          "a100-40g, a100, h100, h200");
+          "a100-40g, a100, h100, h200, a100-pcie, h100-pcie, l4, a10g, l40s, rtx4090");
   }
   CHECK_THROWS_AS(load_profile(""), InputError);
   CHECK_THROWS_AS(load_profile(".json"), InputError);

@@ -53,6 +53,37 @@ TEST_CASE("plain zplan plans, writes ds_config.json once, and refuses to overwri
   CHECK(slurp(dir.file("b.json")) == before);
 }
 
+TEST_CASE("plan prints the launch lines and --out-format hf writes the Trainer's form",
+          "[planner][cli]") {
+  TempDir dir;
+  RunResult r = run_zplan("plan " + kSmall + "--json --out " + dir.file("d.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json rec = nlohmann::json::parse(r.out)["recommended"];
+  const nlohmann::json& ds = rec["ds_config"];
+  CHECK(rec["ds_config_format"] == "deepspeed");
+  CHECK(rec["launch"]["deepspeed"] ==
+        "deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config " + dir.file("d.json"));
+  // The Trainer's flags are the file's batch split, precision and clipping.
+  const std::string trainer = rec["launch"]["hf_trainer"];
+  CHECK(trainer.find("--per_device_train_batch_size " +
+                     std::to_string(ds["train_micro_batch_size_per_gpu"].get<long long>()) +
+                     " --gradient_accumulation_steps " +
+                     std::to_string(ds["gradient_accumulation_steps"].get<long long>()) +
+                     " --bf16 --max_grad_norm 1.0") != std::string::npos);
+  CHECK(ds["optimizer"]["params"]["lr"] == 5e-5);
+  r = run_zplan("plan " + kSmall + "--out-format hf --out " + dir.file("hf.json"));
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json hf = nlohmann::json::parse(slurp(dir.file("hf.json")));
+  CHECK(hf["optimizer"]["params"]["lr"] == "auto");
+  CHECK(r.out.find("--deepspeed --deepspeed_config") == std::string::npos);  // no plain script
+  CHECK(r.out.find("launch a Hugging Face Trainer script") != std::string::npos);
+  expect_one_line_error(run_zplan("plan " + kSmall + "--out-format yaml --out " +
+                                  dir.file("y.json")),
+                        1, "zplan: --out-format: must be deepspeed or hf, got \"yaml\"");
+  CHECK_FALSE(path_exists(dir.file("y.json")));
+}
+
 TEST_CASE("zplan plan --json and --report", "[planner][cli]") {
   TempDir dir;
   RunResult r = run_zplan("plan " + kSmall + "--json --out " + dir.file("d.json") + " --report " +

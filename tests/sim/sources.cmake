@@ -5,6 +5,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/memory_model_test.cc
   sim/periodic_test.cc
   sim/simulate_test.cc
+  sim/swap_buffers_test.cc
   sim/zero_config_batch_test.cc
   sim/zero_config_test.cc
   sim/zero_config_write_test.cc

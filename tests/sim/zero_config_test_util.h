@@ -80,8 +80,9 @@ inline std::string validate_error(const DsConfig& c, int dp = 8) {
 }
 
 // The first difference between two configs ("" when equal), comparing what DeepSpeed would do:
-// the rest of an offload block with device "none" and of a disabled activation_checkpointing
-// block are ignored, as nothing reads them.
+// the rest of an offload block with device "none", of a disabled activation_checkpointing
+// block and the zero_optimization keys the stage does not read are ignored, as nothing reads
+// them.
 inline std::string difference(const DsConfig& a, const DsConfig& b) {
   std::ostringstream out;
   auto cmp = [&](const char* name, const auto& x, const auto& y) {
@@ -90,22 +91,29 @@ inline std::string difference(const DsConfig& a, const DsConfig& b) {
   const ZeroConfig& za = a.zero;
   const ZeroConfig& zb = b.zero;
   cmp("stage", za.stage, zb.stage);
-  cmp("contiguous_gradients", za.contiguous_gradients, zb.contiguous_gradients);
-  cmp("reduce_scatter", za.reduce_scatter, zb.reduce_scatter);
-  cmp("reduce_bucket_size", za.reduce_bucket_size, zb.reduce_bucket_size);
-  cmp("use_multi_rank_bucket_allreduce", za.use_multi_rank_bucket_allreduce,
-      zb.use_multi_rank_bucket_allreduce);
-  cmp("allgather_bucket_size", za.allgather_bucket_size, zb.allgather_bucket_size);
-  cmp("overlap_comm", za.overlap_comm, zb.overlap_comm);
-  cmp("round_robin_gradients", za.round_robin_gradients, zb.round_robin_gradients);
-  cmp("sub_group_size", za.sub_group_size, zb.sub_group_size);
-  cmp("prefetch_bucket_size", za.prefetch_bucket_size, zb.prefetch_bucket_size);
-  cmp("param_persistence_threshold", za.param_persistence_threshold,
-      zb.param_persistence_threshold);
-  cmp("model_persistence_threshold", za.model_persistence_threshold,
-      zb.model_persistence_threshold);
-  cmp("max_live_parameters", za.max_live_parameters, zb.max_live_parameters);
-  cmp("max_reuse_distance", za.max_reuse_distance, zb.max_reuse_distance);
+  // Only the keys the stage reads (what ds_config_to_json writes).
+  if (za.stage >= 1) {
+    cmp("contiguous_gradients", za.contiguous_gradients, zb.contiguous_gradients);
+    cmp("reduce_bucket_size", za.reduce_bucket_size, zb.reduce_bucket_size);
+    cmp("overlap_comm", za.overlap_comm, zb.overlap_comm);
+  }
+  if (za.stage == 1 || za.stage == 2) {
+    cmp("reduce_scatter", za.reduce_scatter, zb.reduce_scatter);
+    cmp("use_multi_rank_bucket_allreduce", za.use_multi_rank_bucket_allreduce,
+        zb.use_multi_rank_bucket_allreduce);
+    cmp("allgather_bucket_size", za.allgather_bucket_size, zb.allgather_bucket_size);
+    cmp("round_robin_gradients", za.round_robin_gradients, zb.round_robin_gradients);
+  }
+  if (za.stage == 3) {
+    cmp("sub_group_size", za.sub_group_size, zb.sub_group_size);
+    cmp("prefetch_bucket_size", za.prefetch_bucket_size, zb.prefetch_bucket_size);
+    cmp("param_persistence_threshold", za.param_persistence_threshold,
+        zb.param_persistence_threshold);
+    cmp("model_persistence_threshold", za.model_persistence_threshold,
+        zb.model_persistence_threshold);
+    cmp("max_live_parameters", za.max_live_parameters, zb.max_live_parameters);
+    cmp("max_reuse_distance", za.max_reuse_distance, zb.max_reuse_distance);
+  }
   cmp("zero.other", za.other, zb.other);
   const OffloadParamConfig& pa = za.offload_param;
   const OffloadParamConfig& pb = zb.offload_param;

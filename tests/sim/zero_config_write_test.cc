@@ -37,7 +37,7 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
               {"leaf_module", {{"classes", "Block"}}},
               {"zeropp_loco_param", nullptr},
               {"offload_optimizer",
-               {{"device", "cpu"}, {"super_offload", true}, {"cpuadam_cores_perc", 0.5}}}}}};
+               {{"device", "cpu"}, {"super_offload", false}, {"cpuadam_cores_perc", 0.5}}}}}};
   DsConfig c = parse(j);
   CHECK(c.other["optimizer"] == j["optimizer"]);
   CHECK(c.other["steps_per_print"] == 10);
@@ -51,11 +51,11 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(c.zero.other["leaf_module"] == json{{"classes", "Block"}});
   CHECK_FALSE(c.zero.other.contains("zeropp_loco_param"));
   CHECK(c.zero.other["offload_optimizer"] ==
-        json{{"super_offload", true}, {"cpuadam_cores_perc", 0.5}});
+        json{{"super_offload", false}, {"cpuadam_cores_perc", 0.5}});
   json written = check_round_trip(c);
   CHECK(written["optimizer"] == j["optimizer"]);
   CHECK(written["aio"]["thread_count"] == 2);
-  CHECK(written["zero_optimization"]["offload_optimizer"]["super_offload"] == true);
+  CHECK(written["zero_optimization"]["offload_optimizer"]["super_offload"] == false);
   check_only_known_zero_keys(written);
 }
 
@@ -76,6 +76,42 @@ TEST_CASE("written configs hold what DeepSpeed needs and nothing else", "[zero_c
   CHECK_FALSE(w["zero_optimization"].contains("offload_optimizer"));
   CHECK_FALSE(w["zero_optimization"].contains("stage3_model_persistence_threshold"));
   check_only_known_zero_keys(w);
+}
+
+TEST_CASE("a written file holds only the zero_optimization keys its stage reads",
+          "[zero_config]") {
+  // stage_1_and_2.py reads the bucket, overlap, reduce_scatter, multi-rank all-reduce, all-gather
+  // bucket and round-robin keys; stage3.py and parameter_offload.py read sub_group_size and the
+  // stage3_* keys; without ZeRO the engine reads none of them.
+  const std::vector<std::string> stage12 = {"reduce_scatter", "use_multi_rank_bucket_allreduce",
+                                            "allgather_bucket_size", "round_robin_gradients"};
+  const std::vector<std::string> stage3 = {
+      "sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+      "stage3_max_live_parameters", "stage3_max_reuse_distance"};
+  const std::vector<std::string> zero = {"contiguous_gradients", "reduce_bucket_size",
+                                         "overlap_comm"};
+  for (int stage = 0; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    const json z = check_round_trip(built(stage))["zero_optimization"];
+    for (const std::string& k : stage12) CHECK(z.contains(k) == (stage == 1 || stage == 2));
+    for (const std::string& k : stage3) CHECK(z.contains(k) == (stage == 3));
+    for (const std::string& k : zero) CHECK(z.contains(k) == (stage >= 1));
+    CHECK(z["stage"] == stage);
+  }
+}
+
+TEST_CASE("an fp32 file turns fp16 and bf16 off in so many words", "[zero_config]") {
+  // The Hugging Face Trainer takes a file with no "fp16": {"enabled": false} to be fp16
+  // (HfTrainerDeepSpeedConfig.trainer_config_process), and Accelerate does too.
+  DsConfig c = built(2);
+  c.precision = c.grad_accum_dtype = Precision::kFp32;
+  json w = check_round_trip(c);
+  CHECK(w["fp16"] == json{{"enabled", false}});
+  CHECK(w["bf16"] == json{{"enabled", false}});
+  c.precision = c.grad_accum_dtype = Precision::kFp16;
+  w = check_round_trip(c);
+  CHECK(w["fp16"] == json{{"enabled", true}});
+  CHECK_FALSE(w.contains("bf16"));
 }
 
 TEST_CASE("configs built in code round-trip and validate", "[zero_config]") {
@@ -129,7 +165,7 @@ TEST_CASE("configs built in code round-trip and validate", "[zero_config]") {
     CHECK_NOTHROW(validate_ds_config(configs[i], 8, "planner"));
     json w = check_round_trip(configs[i]);
     check_only_known_zero_keys(w);
-    CHECK(w["zero_optimization"].contains("overlap_comm"));
+    CHECK(w["zero_optimization"].contains("overlap_comm") == (configs[i].zero.stage >= 1));
   }
   // Offload blocks with device "none" and disabled checkpointing are not written.
   DsConfig quiet = built(2);
@@ -148,8 +184,10 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
   };
   CHECK_THAT(err([](DsConfig& c) { c.zero.stage = 4; }),
              Contains("planner: /zero_optimization/stage: must be a ZeRO stage"));
-  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = 0; }),
-             Contains("planner: /zero_optimization/reduce_bucket_size: must be a positive number"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.reduce_bucket_size = -1; }),
+             Contains("planner: /zero_optimization/reduce_bucket_size: must not be negative"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.allgather_bucket_size = 0; }),
+             Contains("planner: /zero_optimization/allgather_bucket_size: must be a positive"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.sub_group_size = -1; }),
              Contains("planner: /zero_optimization/sub_group_size"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.max_reuse_distance = -1; }),
