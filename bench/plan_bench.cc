@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
       sim::MemoryReport m =
           sim::analyze_memory(problem.model, problem.cluster,
                               planner::to_ds_config(c, base, problem), problem.workload);
-      analytic += m.fits(problem.headroom);
+      analytic += m.fit(problem.headroom).fits();
     }
   }
   const double analytic_s = seconds_since(t0) / 5;

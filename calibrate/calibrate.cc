@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "base/units.h"
 #include "calibrate/collective_sweep.h"
 #include "calibrate/fake_backend.h"
 #include "calibrate/gpu_info.h"
@@ -24,8 +25,6 @@ extern char** environ;
 namespace zplan::calibrate {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Environment variables that change what is measured (nccl-tests -J records them all) -- less
 // the ones Open MPI's launcher sets for its own bookkeeping on every rank (job ids, URIs, session

@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <string>
 
+#include "base/units.h"
 #include "models/input_error.h"
 
 namespace zplan::calibrate {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "base/units.h"
 #include "calibrate/collective_sweep.h"
 #include "calibrate/host_backend.h"
 
@@ -12,7 +13,6 @@ namespace zplan::calibrate {
 
 namespace {
 
-constexpr double kKiB = 1024;
 constexpr double kPi = 3.14159265358979323846;
 
 // SplitMix64 (Steele, Lea & Flood 2014): fully specified, unlike std::normal_distribution.

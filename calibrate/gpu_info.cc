@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/units.h"
+
 namespace zplan::calibrate {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });

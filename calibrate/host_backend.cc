@@ -17,6 +17,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "base/units.h"
 #include "calibrate/block_io.h"
 #include "kernels/cpu_adam.h"
 #include "kernels/cpu_gemm.h"
@@ -25,8 +26,6 @@ namespace zplan::calibrate {
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * kMiB;
 // Caches are flushed by writing a buffer of twice the last-level cache (bandwidthTest flushes with
 // 256 MB, reference §7.2), at least 64 MiB, at most 1 GiB, split between a node's ranks.
 constexpr double kMinFlushBytes = 64 * kMiB;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
+#include "base/text.h"
 #include "calibrate/collective_sweep.h"
 #include "calibrate/gpu_info.h"
 #include "hardware/cost_model.h"
@@ -21,12 +21,6 @@ constexpr double kUnusedNicBytesPerS = 12.5e9;
 // Shared-memory MPI without a measured all_reduce: a per-step latency typical of Open MPI's
 // shared-memory transport (vader BTL) [est]; the copy rate stands for its bandwidth.
 constexpr double kEstShmLatencyS = 1e-6;
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string date_of(const nlohmann::json& provenance) {
   if (provenance.contains("date") && provenance["date"].is_string()) {
@@ -178,7 +172,8 @@ void apply_device(const DeviceMeasurements& d, const GemmCurve& curve, hardware:
   if (g.hbm_bw_bytes_per_s > 0 && d.d2d_bytes_per_s > 0) {
     double eff = d.d2d_bytes_per_s / g.hbm_bw_bytes_per_s;
     if (eff > 1) {
-      notes->push_back("device-to-device copies reach " + fmt("%.0f", d.d2d_bytes_per_s / 1e9) +
+      notes->push_back("device-to-device copies reach " +
+                       strformat("%.0f", d.d2d_bytes_per_s / 1e9) +
                        " GB/s, above the base's hbm_gbps: hbm_efficiency capped at 1 (check "
                        "--base)");
     }

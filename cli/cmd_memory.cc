@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/describe.h"
@@ -137,15 +139,15 @@ int run_memory(const MemoryOptions& o) {
   Table t({"stage", "offload opt", "offload param", "GPU peak GiB", "at", "dominant on GPU",
            "host GiB/node", "NVMe GiB/node", "fits"},
           {true, false, false, true, false, false, true, true, false});
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   for (const sim::DsConfig& c : configs) {
     sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, c, setup.workload);
     const auto& g = r[sim::Tier::kGpu];
     sim::Category dom = g.at_peak.dominant();
-    std::string why = r.fits()        ? "yes"
-                      : !r.gpu_fits() ? strformat("no: GPU short %.1f GiB", r.gpu_short_by() / kGiB)
-                      : !r.host_fits() ? "no: host"
-                                       : "no: NVMe";
+    const sim::MemoryFit fit = r.fit();
+    std::string why = fit.fits()        ? "yes"
+                      : !fit.gpu_fits() ? strformat("no: GPU short %.1f GiB", fit.over.gpu / kGiB)
+                      : !fit.host_fits() ? "no: host"
+                                         : "no: NVMe";
     double nvme = r[sim::Tier::kNvme].peak_bytes;
     t.add_row(
         {std::to_string(c.zero.stage), sim::offload_device_name(c.zero.offload_optimizer.device),

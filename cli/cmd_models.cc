@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/table.h"
@@ -39,7 +41,7 @@ int run_models(bool json) {
   for (const std::string& name : hardware::stock_profile_names()) {
     hardware::Profile p = hardware::load_profile(name);
     out["hardware"].push_back({{"name", name}, {"gpu", p.gpu.name}});
-    hw_table.add_row({name, p.gpu.name, strformat("%.1f", p.gpu.memory_bytes / (1 << 30)),
+    hw_table.add_row({name, p.gpu.name, strformat("%.1f", p.gpu.memory_bytes / kGiB),
                       std::to_string(p.node.gpus_per_node),
                       strformat("%.0f", p.gpu.peak_flops_per_s / 1e12),
                       strformat("%.0f", p.node.intra_busbw_bytes_per_s / 1e9)});

@@ -6,10 +6,13 @@
 #include <iostream>
 #include <memory>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/commands.h"
 #include "cli/describe.h"
 #include "cli/plan_options.h"
 #include "cli/table.h"
+#include "hardware/cost_model.h"
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 #include "planner/launch.h"
@@ -21,7 +24,7 @@ namespace zplan::cli {
 
 namespace {
 
-using planner::Knob;
+using sim::Knob;
 
 struct PlanCliOptions {
   SearchCliOptions search;
@@ -30,7 +33,6 @@ struct PlanCliOptions {
   double offload_margin = planner::kDefaultOffloadMargin;
 };
 
-constexpr double kGiB = planner::kGiB;
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
 constexpr int kPinned = static_cast<int>(sim::Tier::kPinnedHost);
 constexpr int kHost = static_cast<int>(sim::Tier::kHost);
@@ -56,7 +58,7 @@ std::string breakdown_text(const sim::MemoryBreakdown& b) {
 std::string knob_line(const planner::Candidate& c) {
   std::string s = strformat("stage %d", c.stage());
   auto add = [&](Knob k, const char* name) {
-    s += std::string(", ") + name + " " + planner::format_knob_value(k, c[k]);
+    s += std::string(", ") + name + " " + sim::format_knob_value(k, c[k]);
   };
   if (c.stage() > 0) {
     add(Knob::kOverlapComm, "overlap_comm");
@@ -74,15 +76,15 @@ std::string knob_line(const planner::Candidate& c) {
 
 nlohmann::json knobs_json(const planner::Candidate& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < planner::kNumKnobs; ++i) {
+  for (int i = 0; i < sim::kNumKnobs; ++i) {
     Knob k = static_cast<Knob>(i);
     if (k == Knob::kOverlapComm) {
-      j[planner::knob_name(k)] = c[k] != 0;
+      j[sim::knob_name(k)] = c[k] != 0;
     } else if (k == Knob::kOffloadOptimizer || k == Knob::kOffloadParam ||
                k == Knob::kCheckpointing) {
-      j[planner::knob_name(k)] = planner::format_knob_value(k, c[k]);
+      j[sim::knob_name(k)] = sim::format_knob_value(k, c[k]);
     } else {
-      j[planner::knob_name(k)] = c[k];
+      j[sim::knob_name(k)] = c[k];
     }
   }
   j["gradient_accumulation_steps"] = c.gas;
@@ -173,7 +175,8 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
   out << strformat("  step time        %.2f s\n", e.step_time_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", e.samples_per_s,
                    e.tokens_per_s);
-  const FlopsUnit unit = flops_unit(p.cluster.profile.gpu.peak_flops_per_s);
+  const FlopsUnit unit = flops_unit(
+      hardware::peak_flops_per_s(p.cluster.profile.gpu, sim::precision_bytes(p.precision)));
   out << strformat("  %s per GPU  %.1f (MFU %.1f%%)\n", unit.name,
                    unit.per_tflop * e.tflops_per_gpu, 100 * e.mfu);
   print_memory(out, p, e);
@@ -230,10 +233,8 @@ int run_plan(const PlanCliOptions& o) {
   std::string written;
   if (r.recommended) {
     const planner::Candidate& c = s.candidates[*r.recommended];
-    const sim::DsConfig planned =
-        planner::to_ds_config(c, planner::base_config(p, s.space.batch), p);
     // The file adds what a job needs beyond the keys the prediction reads (planner/launch.h).
-    sim::DsConfig config = planner::runnable_config(planned, format);
+    sim::DsConfig config = planner::runnable_config(*r.recommended_config, format);
     // What is written must read back as the same batch split (validate round-trips it through
     // parse_ds_config).
     sim::validate_ds_config(config, p.cluster.gpus, "recommended ds_config");
@@ -253,9 +254,7 @@ int run_plan(const PlanCliOptions& o) {
     in.plan = &r;
     in.chosen = r.recommended;
     if (r.recommended) {
-      timeline = planner::capture_timeline(
-          p, planner::to_ds_config(s.candidates[*r.recommended],
-                                   planner::base_config(p, s.space.batch), p));
+      timeline = planner::capture_timeline(p, *r.recommended_config);
       in.timeline = &timeline;
     }
     in.title = "zplan plan: " + describe_run(p.model, p.cluster);
@@ -272,10 +271,8 @@ int run_plan(const PlanCliOptions& o) {
       rec["ds_config"] = nlohmann::json::parse(ds_json_text);
       rec["ds_config_file"] = o.out;
       rec["ds_config_format"] = planner::ds_config_format_name(format);
-      rec["launch"] = planner::launch_commands_json(planner::launch_commands(
-          p,
-          planner::to_ds_config(s.candidates[i], planner::base_config(p, s.space.batch), p),
-          o.out, format));
+      rec["launch"] = planner::launch_commands_json(
+          planner::launch_commands(p, *r.recommended_config, o.out, format));
       j["recommended"] = rec;
       nlohmann::json alts = nlohmann::json::array();
       for (const planner::Alternative& a : r.alternatives) {

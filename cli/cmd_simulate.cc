@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/describe.h"
@@ -24,8 +26,6 @@ struct SimulateCliOptions {
   bool force = false;
   bool every_micro_step = false;
 };
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 nlohmann::json breakdown_json(const sim::MemoryBreakdown& b) {
   nlohmann::json j = nlohmann::json::object();
@@ -66,7 +66,7 @@ nlohmann::json result_json(const sim::StepResult& r) {
                                                      {"steady", breakdown_json(r.steady[t])}};
   }
   j["memory"] = mem;
-  j["fits"] = r.fits;
+  j["fits"] = r.fit.fits();
   j["tasks"] = r.tasks;
   j["events"] = r.events;
   return j;
@@ -90,9 +90,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   out << strformat("; optimizer step %.3f s)\n", r.optimizer_step_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", r.samples_per_s,
                    r.tokens_per_s);
-  const double peak = s.config.precision == sim::Precision::kFp32
-                          ? s.cluster.profile.gpu.peak_fp32_flops_per_s
-                          : s.cluster.profile.gpu.peak_flops_per_s;
+  const double peak = r.peak_flops_per_s;
   const FlopsUnit unit = flops_unit(peak);
   const bool giga = unit.per_tflop != 1;  // a GFLOP/s peak keeps a decimal
   out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n", unit.name,
@@ -133,42 +131,39 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
     out << strformat("    %-12s %7.1f GiB  (%s)\n", kNames[tier], r.peak_bytes[tier] / kGiB,
                      parts.c_str());
   }
-  const auto& prof = s.cluster.profile;
   // The verdict takes the larger of the simulated peak and the analytic bound (zplan memory's
   // per-phase peaks), as the planner does.
-  const double gpu_peak = std::max(r.peak_bytes[0], r.analytic.tiers[0].peak_bytes);
-  const double host_peak = std::max(r.host_peak_bytes, r.analytic.host_peak_bytes);
-  const double nvme_peak = std::max(r.peak_bytes[3], r.analytic.tiers[3].peak_bytes);
+  const sim::MemoryFit& fit = r.fit;
+  const double gpu_peak = fit.peak.gpu;
+  const double host_peak = fit.peak.host;
+  const double nvme_peak = fit.peak.nvme;
   if (gpu_peak > r.peak_bytes[0]) {
     out << strformat("    the analytic bound (zplan memory) is higher: GPU %.1f GiB at %s\n",
                      gpu_peak / kGiB, sim::phase_name(r.analytic.tiers[0].peak_phase));
   }
-  if (r.fits) {
+  if (fit.fits()) {
     out << strformat("  fits: GPU %.1f of %.1f GiB, host %.1f of %.0f GiB per node%s\n",
-                     gpu_peak / kGiB, prof.gpu.memory_bytes / kGiB, host_peak / kGiB,
-                     prof.node.host_memory_bytes / kGiB,
-                     headroom_remark({{"GPU", gpu_peak, prof.gpu.memory_bytes},
-                                      {"host", host_peak, prof.node.host_memory_bytes},
-                                      {"NVMe", nvme_peak, prof.node.nvme_capacity_bytes}})
+                     gpu_peak / kGiB, fit.capacity.gpu / kGiB, host_peak / kGiB,
+                     fit.capacity.host / kGiB,
+                     headroom_remark({{"GPU", gpu_peak, fit.capacity.gpu},
+                                      {"host", host_peak, fit.capacity.host},
+                                      {"NVMe", nvme_peak, fit.capacity.nvme}})
                          .c_str());
   } else {
     out << "  DOES NOT FIT:";
-    if (gpu_peak > prof.gpu.memory_bytes) {
+    if (!fit.gpu_fits()) {
       const sim::MemoryBreakdown& at =
           gpu_peak > r.peak_bytes[0] ? r.analytic.tiers[0].at_peak : r.at_peak[0];
       sim::Category dom = at.dominant();
       out << strformat(" GPU short by %.1f GiB (peak %.1f of %.1f GiB; %s dominate, %.0f%%)",
-                       (gpu_peak - prof.gpu.memory_bytes) / kGiB, gpu_peak / kGiB,
-                       prof.gpu.memory_bytes / kGiB, sim::category_name(dom),
-                       100 * at[dom] / gpu_peak);
+                       fit.over.gpu / kGiB, gpu_peak / kGiB, fit.capacity.gpu / kGiB,
+                       sim::category_name(dom), 100 * at[dom] / gpu_peak);
     }
-    if (host_peak > prof.node.host_memory_bytes) {
-      out << strformat(" host short by %.1f GiB per node",
-                       (host_peak - prof.node.host_memory_bytes) / kGiB);
+    if (!fit.host_fits()) {
+      out << strformat(" host short by %.1f GiB per node", fit.over.host / kGiB);
     }
-    if (nvme_peak > prof.node.nvme_capacity_bytes) {
-      out << strformat(" NVMe short by %.1f GiB per node",
-                       (nvme_peak - prof.node.nvme_capacity_bytes) / kGiB);
+    if (!fit.nvme_fits()) {
+      out << strformat(" NVMe short by %.1f GiB per node", fit.over.nvme / kGiB);
     }
     out << "\n  (the times above are what the step would take if it fit)\n";
   }

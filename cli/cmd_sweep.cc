@@ -6,6 +6,8 @@
 #include <iostream>
 #include <memory>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/commands.h"
 #include "cli/describe.h"
 #include "cli/plan_options.h"
@@ -13,14 +15,13 @@
 #include "models/atomic_file.h"
 #include "models/input_error.h"
 #include "planner/report_html.h"
-#include "planner/text.h"
 #include "planner/timeline.h"
 
 namespace zplan::cli {
 
 namespace {
 
-using planner::Knob;
+using sim::Knob;
 
 struct SweepCliOptions {
   SearchCliOptions search;
@@ -29,7 +30,6 @@ struct SweepCliOptions {
   int64_t top = 0;
 };
 
-constexpr double kGiB = planner::kGiB;
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
@@ -50,7 +50,7 @@ std::string binds_cell(const planner::Evaluation& e) {
 // whose list has more than one value.
 std::vector<Knob> table_knobs(const planner::SearchSpace& space) {
   std::vector<Knob> out;
-  for (int i = 0; i < planner::kNumKnobs; ++i) {
+  for (int i = 0; i < sim::kNumKnobs; ++i) {
     Knob k = static_cast<Knob>(i);
     bool core = k == Knob::kStage || k == Knob::kOffloadOptimizer || k == Knob::kOffloadParam ||
                 k == Knob::kMicroBatch || k == Knob::kCheckpointing;
@@ -92,7 +92,7 @@ const char* short_header(Knob k) {
 std::string csv_value(Knob k, int64_t v) {
   if (k == Knob::kOffloadOptimizer || k == Knob::kOffloadParam || k == Knob::kCheckpointing ||
       k == Knob::kOverlapComm) {
-    return planner::format_knob_value(k, v);
+    return sim::format_knob_value(k, v);
   }
   return std::to_string(v);
 }
@@ -110,8 +110,8 @@ std::string csv_quote(const std::string& s) {
 void print_csv(std::ostream& out, const planner::SearchResult& s, const std::vector<size_t>& rows,
                const std::vector<bool>& on_front) {
   out << "rank";
-  for (int i = 0; i < planner::kNumKnobs; ++i)
-    out << ',' << planner::knob_name(static_cast<Knob>(i));
+  for (int i = 0; i < sim::kNumKnobs; ++i)
+    out << ',' << sim::knob_name(static_cast<Knob>(i));
   out << ",gradient_accumulation_steps,verdict,pareto,step_time_s,samples_per_s,tokens_per_s,"
          "tflops_per_gpu,mfu,gpu_peak_bytes,host_peak_bytes,nvme_peak_bytes,binds\n";
   size_t rank = 0;
@@ -119,7 +119,7 @@ void print_csv(std::ostream& out, const planner::SearchResult& s, const std::vec
     const planner::Candidate& c = s.candidates[i];
     const planner::Evaluation& e = s.evals[i];
     out << ++rank;
-    for (int k = 0; k < planner::kNumKnobs; ++k)
+    for (int k = 0; k < sim::kNumKnobs; ++k)
       out << ',' << csv_value(static_cast<Knob>(k), c.v[k]);
     out << ',' << c.gas << ',' << planner::verdict_name(e.verdict) << ',' << (on_front[i] ? 1 : 0)
         << ',';
@@ -141,15 +141,15 @@ nlohmann::json row_json(const planner::SearchResult& s, size_t i, bool on_front,
   nlohmann::json j;
   j["rank"] = rank;
   nlohmann::json k = nlohmann::json::object();
-  for (int x = 0; x < planner::kNumKnobs; ++x) {
+  for (int x = 0; x < sim::kNumKnobs; ++x) {
     Knob kn = static_cast<Knob>(x);
     std::string v = csv_value(kn, c.v[x]);
     if (kn == Knob::kOverlapComm) {
-      k[planner::knob_name(kn)] = c.v[x] != 0;
+      k[sim::knob_name(kn)] = c.v[x] != 0;
     } else if (v == std::to_string(c.v[x])) {
-      k[planner::knob_name(kn)] = c.v[x];
+      k[sim::knob_name(kn)] = c.v[x];
     } else {
-      k[planner::knob_name(kn)] = v;
+      k[sim::knob_name(kn)] = v;
     }
   }
   k["gradient_accumulation_steps"] = c.gas;
@@ -241,13 +241,13 @@ int run_sweep(const SweepCliOptions& o) {
       const planner::Evaluation& e = s.evals[i];
       std::vector<std::string> cells = {std::to_string(++rank)};
       for (Knob k : knobs) {
-        cells.push_back(planner::format_knob_value(k, c[k]));
+        cells.push_back(sim::format_knob_value(k, c[k]));
         if (k == Knob::kMicroBatch) cells.push_back(std::to_string(c.gas));
       }
       const char* fits = e.fits()                                 ? "yes"
                          : e.verdict == planner::Verdict::kPruned ? "pruned"
-                         : e.gpu_over_bytes > 0                   ? "no: GPU"
-                         : e.host_over_bytes > 0                  ? "no: host"
+                         : !e.fit.gpu_fits()                   ? "no: GPU"
+                         : !e.fit.host_fits()                  ? "no: host"
                                                                   : "no: NVMe";
       cells.push_back(fits);
       if (e.simulated) {

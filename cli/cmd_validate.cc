@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/text.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/describe.h"

@@ -1,13 +1,12 @@
 #include "cli/common_options.h"
 
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 
-#include "cli/table.h"
+#include "base/text.h"
 #include "models/catalog.h"
 #include "models/input_error.h"
-#include "planner/knobs.h"
+#include "sim/knobs.h"
 #include "sim/swap_buffers.h"
 
 namespace zplan::cli {
@@ -94,14 +93,14 @@ void check_precision_runs(sim::Precision p, const hardware::GpuSpec& gpu,
 
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag) {
   if (text.empty()) return sim::OffloadDevice::kNone;
-  // The planner's reading of its --offload-* lists, for one value (0 none, 1 cpu, 2 nvme).
+  // The knob's reading, as the planner's --offload-* lists read it (0 none, 1 cpu, 2 nvme).
   return static_cast<sim::OffloadDevice>(
-      planner::parse_knob_value(planner::Knob::kOffloadOptimizer, text, flag));
+      sim::parse_knob_value(sim::Knob::kOffloadOptimizer, text, flag));
 }
 
 std::optional<bool> parse_checkpointing(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  return planner::parse_knob_value(planner::Knob::kCheckpointing, text, "--checkpointing") != 0;
+  return sim::parse_knob_value(sim::Knob::kCheckpointing, text, "--checkpointing") != 0;
 }
 
 models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
@@ -126,73 +125,69 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
 
 namespace {
 
-// A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults for everything not given.
-// A flag the chosen stage does not read gets a line in `notes`.
+// A DsConfig from the ZeRO flags, with DeepSpeed 0.19's defaults (DsConfig's own) for everything
+// not given. A flag the chosen stage does not read gets a line in `notes`.
 sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& context,
                                 std::vector<std::string>* notes) {
-  nlohmann::json j = nlohmann::json::object();
-  const sim::Precision p = context.auto_precision;
-  if (p == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
-  if (p == sim::Precision::kFp16) j["fp16"] = {{"enabled", true}};
-  nlohmann::json z = nlohmann::json::object();
-  int stage = o.stage.value_or(0);
-  z["stage"] = stage;
+  sim::DsConfig c;
+  c.precision = context.auto_precision;
+  c.grad_accum_dtype = context.auto_precision;  // data_types.grad_accum_dtype: the model's
+  sim::ZeroConfig& z = c.zero;
+  const int stage = o.stage.value_or(0);
+  z.stage = stage;
   // The size flags are the planner's knobs, one value each: the same syntax, ranges and errors.
   // A stage-3-only one with a lower stage is refused, as the planner refuses it, rather than
   // silently unused. (Flags several stages read, like --reduce-bucket, are accepted with any
   // stage, so that one set of flags can run a whole stage matrix: scripts/validate-matrix.sh;
   // where the stage ignores one, a note says so.)
-  using planner::Knob;
+  using sim::Knob;
   const std::string stage_given = o.stage ? "--stage is " + std::to_string(stage)
                                           : std::string("no --stage was given (stage 0)");
   auto note_if_ignored = [&](Knob knob) {
-    if (const char* why = planner::stage_ignores(knob, stage)) {
-      notes->push_back(std::string(planner::knob_flag(knob)) + " has no effect: " + why + ", and " +
+    if (const char* why = sim::stage_ignores(knob, stage)) {
+      notes->push_back(std::string(sim::knob_flag(knob)) + " has no effect: " + why + ", and " +
                        stage_given);
     }
   };
-  const std::pair<Knob, const std::optional<std::string>*> sizes[] = {
-      {Knob::kReduceBucket, &o.reduce_bucket_size},
-      {Knob::kAllgatherBucket, &o.allgather_bucket_size},
-      {Knob::kPrefetchBucket, &o.prefetch_bucket_size},
-      {Knob::kMaxLive, &o.max_live_parameters},
-      {Knob::kPersistenceThreshold, &o.param_persistence_threshold},
-      {Knob::kSubGroupSize, &o.sub_group_size}};
-  for (const auto& [knob, text] : sizes) {
-    if (!*text) continue;
-    z[planner::knob_name(knob)] = planner::parse_knob_value(knob, **text, planner::knob_flag(knob));
+  struct SizeFlag {
+    Knob knob;
+    const std::optional<std::string>* text;
+    int64_t* field;
+  };
+  const SizeFlag sizes[] = {
+      {Knob::kReduceBucket, &o.reduce_bucket_size, &z.reduce_bucket_size},
+      {Knob::kAllgatherBucket, &o.allgather_bucket_size, &z.allgather_bucket_size},
+      {Knob::kPrefetchBucket, &o.prefetch_bucket_size, &z.prefetch_bucket_size},
+      {Knob::kMaxLive, &o.max_live_parameters, &z.max_live_parameters},
+      {Knob::kPersistenceThreshold, &o.param_persistence_threshold, &z.param_persistence_threshold},
+      {Knob::kSubGroupSize, &o.sub_group_size, &z.sub_group_size}};
+  for (const SizeFlag& f : sizes) {
+    if (!*f.text) continue;
+    *f.field = sim::parse_knob_value(f.knob, **f.text, sim::knob_flag(f.knob));
     const bool stage3_only =
-        planner::stage_ignores(knob, 3) == nullptr && planner::stage_ignores(knob, 2) != nullptr;
+        sim::stage_ignores(f.knob, 3) == nullptr && sim::stage_ignores(f.knob, 2) != nullptr;
     if (stage3_only && stage < 3) {
-      throw InputError(planner::knob_flag(knob),
-                       std::string(planner::stage_ignores(knob, stage)) + ", but " + stage_given);
+      throw InputError(sim::knob_flag(f.knob),
+                       std::string(sim::stage_ignores(f.knob, stage)) + ", but " + stage_given);
     }
-    note_if_ignored(knob);
+    note_if_ignored(f.knob);
   }
-  if (o.overlap_comm) {
-    z["overlap_comm"] = *o.overlap_comm;
-    note_if_ignored(Knob::kOverlapComm);
+  // overlap_comm_valid (zero/config.py): unset means "on for stage 3 only".
+  z.overlap_comm = o.overlap_comm.value_or(stage == 3);
+  if (o.overlap_comm) note_if_ignored(Knob::kOverlapComm);
+  z.offload_optimizer.device = parse_offload(o.offload_optimizer, "--offload-optimizer");
+  z.offload_param.device = parse_offload(o.offload_param, "--offload-param");
+  if (z.offload_optimizer.device == sim::OffloadDevice::kNvme) {
+    z.offload_optimizer.nvme_path = o.nvme_path;
   }
-  sim::OffloadDevice opt = parse_offload(o.offload_optimizer, "--offload-optimizer");
-  sim::OffloadDevice par = parse_offload(o.offload_param, "--offload-param");
-  if (opt != sim::OffloadDevice::kNone) {
-    z["offload_optimizer"] = {{"device", sim::offload_device_name(opt)}};
-    if (opt == sim::OffloadDevice::kNvme) z["offload_optimizer"]["nvme_path"] = o.nvme_path;
-  }
-  if (par != sim::OffloadDevice::kNone) {
-    z["offload_param"] = {{"device", sim::offload_device_name(par)}};
-    if (par == sim::OffloadDevice::kNvme) z["offload_param"]["nvme_path"] = o.nvme_path;
-  }
-  j["zero_optimization"] = z;
-  if (parse_checkpointing(o.checkpointing).value_or(false)) {
-    j["activation_checkpointing"] = nlohmann::json::object();
-  }
+  if (z.offload_param.device == sim::OffloadDevice::kNvme) z.offload_param.nvme_path = o.nvme_path;
+  c.activation_checkpointing.enabled = parse_checkpointing(o.checkpointing).value_or(false);
   // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
-  sim::ParseContext c = context;
-  if (!c.micro_batch && !c.train_batch_size) c.micro_batch = 1;
-  c.notes = nullptr;  // the reader's notes are about files; the flags' own are made above
+  sim::ParseContext flags = context;
+  if (!flags.micro_batch && !flags.train_batch_size) flags.micro_batch = 1;
   // Errors in a config made from flags name the flags, not a file.
-  return sim::parse_ds_config(j, "command-line ZeRO flags", c);
+  sim::complete_ds_config(c, flags, "command-line ZeRO flags");
+  return c;
 }
 
 // NVMe parameter offload: every swapped tensor's per-rank slice must fit one swap buffer, or
@@ -248,9 +243,9 @@ Setup resolve_setup(const SetupOptions& o) {
                                              : sim::load_ds_config(o.ds_config, context);
   if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
   if (!o.ds_config.empty() && o.sub_group_size) {
-    config.zero.sub_group_size = planner::parse_knob_value(planner::Knob::kSubGroupSize,
-                                                           *o.sub_group_size, "--sub-group-size");
-    if (const char* why = planner::stage_ignores(planner::Knob::kSubGroupSize, config.zero.stage)) {
+    config.zero.sub_group_size =
+        sim::parse_knob_value(sim::Knob::kSubGroupSize, *o.sub_group_size, "--sub-group-size");
+    if (const char* why = sim::stage_ignores(sim::Knob::kSubGroupSize, config.zero.stage)) {
       notes.push_back(std::string("--sub-group-size has no effect: ") + why + ", and the file's " +
                       "stage is " + std::to_string(config.zero.stage));
     }
@@ -265,12 +260,6 @@ Setup resolve_setup(const SetupOptions& o) {
 
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& n : notes) std::cerr << "zplan: note: " << n << '\n';
-}
-
-std::string format_gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
 }
 
 }  // namespace zplan::cli

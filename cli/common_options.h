@@ -98,9 +98,6 @@ sim::OffloadDevice parse_offload(const std::string& text, const std::string& fla
 // --checkpointing: nullopt when not given (the ds_config decides), else none/full (off/on, ...).
 std::optional<bool> parse_checkpointing(const std::string& text);
 
-// "12.3 GiB" with one decimal (binary units, as nvidia-smi and PyTorch report memory).
-std::string format_gib(double bytes);
-
 }  // namespace zplan::cli
 
 #endif  // ZPLAN_CLI_COMMON_OPTIONS_H_

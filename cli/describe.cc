@@ -2,16 +2,14 @@
 
 #include <cmath>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "cli/table.h"
 #include "planner/search_space.h"
 
 namespace zplan::cli {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string gib(double bytes) { return strformat("%.1f", bytes / kGiB); }
 
 std::string params_text(double n) {
   if (n >= 1e12) return strformat("%.2f T", n / 1e12);
@@ -107,10 +105,11 @@ nlohmann::json memory_report_to_json(const sim::MemoryReport& r) {
   j["tiers"] = tiers;
   j["host_peak_bytes"] = std::llround(r.host_peak_bytes);
   j["gpu_model_state_bytes"] = std::llround(r.gpu_model_state_bytes);
-  j["fits"] = r.fits();
-  j["gpu_fits"] = r.gpu_fits();
-  j["host_fits"] = r.host_fits();
-  j["nvme_fits"] = r.nvme_fits();
+  const sim::MemoryFit fit = r.fit();
+  j["fits"] = fit.fits();
+  j["gpu_fits"] = fit.gpu_fits();
+  j["host_fits"] = fit.host_fits();
+  j["nvme_fits"] = fit.nvme_fits();
   return j;
 }
 
@@ -129,11 +128,11 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
       for (const auto& pm : r.phases) used = used || pm.tiers[t].bytes[c] != 0;
       if (!used) continue;
       std::vector<std::string> row{category_words(static_cast<sim::Category>(c))};
-      for (const auto& pm : r.phases) row.push_back(gib(pm.tiers[t].bytes[c]));
+      for (const auto& pm : r.phases) row.push_back(strformat("%.1f", pm.tiers[t].bytes[c] / kGiB));
       table.add_row(row);
     }
     std::vector<std::string> total{"total"};
-    for (const auto& pm : r.phases) total.push_back(gib(pm.tiers[t].total()));
+    for (const auto& pm : r.phases) total.push_back(strformat("%.1f", pm.tiers[t].total() / kGiB));
     table.add_row(total);
     table.print(out, "  ");
     out << '\n';
@@ -141,18 +140,18 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
   const auto& g = r[sim::Tier::kGpu];
   const auto& h = r[sim::Tier::kHost];
   const auto& n = r[sim::Tier::kNvme];
+  const sim::MemoryFit fit = r.fit();
   out << "  GPU:  " << memory_verdict(r) << '\n';
-  out << strformat("  host: %s of %s GiB per node (pinned + pageable)%s\n",
-                   gib(r.host_peak_bytes).c_str(), gib(h.capacity_bytes).c_str(),
-                   r.host_fits()
+  out << strformat("  host: %.1f of %.1f GiB per node (pinned + pageable)%s\n",
+                   r.host_peak_bytes / kGiB, h.capacity_bytes / kGiB,
+                   fit.host_fits()
                        ? headroom_remark({{"host", r.host_peak_bytes, h.capacity_bytes}}).c_str()
                        : ": DOES NOT FIT");
   if (n.peak_bytes > 0) {
-    out << strformat("  NVMe: %s of %s GiB per node%s\n", gib(n.peak_bytes).c_str(),
-                     gib(n.capacity_bytes).c_str(),
-                     r.nvme_fits()
-                         ? headroom_remark({{"NVMe", n.peak_bytes, n.capacity_bytes}}).c_str()
-                         : ": DOES NOT FIT");
+    out << strformat(
+        "  NVMe: %.1f of %.1f GiB per node%s\n", n.peak_bytes / kGiB, n.capacity_bytes / kGiB,
+        fit.nvme_fits() ? headroom_remark({{"NVMe", n.peak_bytes, n.capacity_bytes}}).c_str()
+                      : ": DOES NOT FIT");
   }
   (void)g;
   (void)cluster;
@@ -180,17 +179,18 @@ std::string memory_verdict(const sim::MemoryReport& r) {
   const auto& g = r[sim::Tier::kGpu];
   sim::Category dom = g.at_peak.dominant();
   double share = g.peak_bytes > 0 ? 100.0 * g.at_peak[dom] / g.peak_bytes : 0;
-  if (r.gpu_fits()) {
-    return strformat("peak %s of %s GiB at %s (%s %.0f%%): fits, %s GiB free%s",
-                     gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),
-                     sim::phase_name(g.peak_phase), category_words(dom).c_str(), share,
-                     gib(g.capacity_bytes - g.peak_bytes).c_str(),
+  const sim::MemoryFit fit = r.fit();
+  if (fit.gpu_fits()) {
+    return strformat("peak %.1f of %.1f GiB at %s (%s %.0f%%): fits, %.1f GiB free%s",
+                     g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
+                     category_words(dom).c_str(), share, (g.capacity_bytes - g.peak_bytes) / kGiB,
                      headroom_remark({{"GPU", g.peak_bytes, g.capacity_bytes}}).c_str());
   }
-  return strformat("peak %s of %s GiB at %s: DOES NOT FIT, short by %s GiB; %s dominate (%.0f%%)",
-                   gib(g.peak_bytes).c_str(), gib(g.capacity_bytes).c_str(),
-                   sim::phase_name(g.peak_phase), gib(r.gpu_short_by()).c_str(),
-                   category_words(dom).c_str(), share);
+  return strformat(
+      "peak %.1f of %.1f GiB at %s: DOES NOT FIT, short by %.1f GiB; %s dominate "
+      "(%.0f%%)",
+      g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
+      fit.over.gpu / kGiB, category_words(dom).c_str(), share);
 }
 
 }  // namespace zplan::cli

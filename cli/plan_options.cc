@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "cli/table.h"
+#include "base/text.h"
 #include "models/input_error.h"
 #include "planner/text.h"
 
@@ -13,10 +13,10 @@ namespace zplan::cli {
 
 namespace {
 
-using planner::Knob;
+using sim::Knob;
 
 // Help for each knob flag, indexed by Knob.
-constexpr const char* kKnobHelp[planner::kNumKnobs] = {
+constexpr const char* kKnobHelp[sim::kNumKnobs] = {
     "ZeRO stages to try, e.g. 1,2,3 or 2-3 (default: 0-3)",
     "optimizer offload devices: none,cpu,nvme (default: all three)",
     "parameter offload devices (stage 3): none,cpu,nvme (default: all three)",
@@ -42,8 +42,8 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
   app.add_option("--global-batch-tokens", o.global_batch_tokens,
                  "global batch in tokens, rounded to whole samples per GPU (default: about 2M "
                  "tokens, the per-GPU share rounded to a power of two)");
-  for (int i = 0; i < planner::kNumKnobs; ++i) {
-    app.add_option(planner::knob_flag(static_cast<Knob>(i)), o.knob_text[i], kKnobHelp[i]);
+  for (int i = 0; i < sim::kNumKnobs; ++i) {
+    app.add_option(sim::knob_flag(static_cast<Knob>(i)), o.knob_text[i], kKnobHelp[i]);
   }
   app.add_option("--knob", o.knob_assignments,
                  "NAME=LIST for any knob by its ds_config name, e.g. "
@@ -64,8 +64,8 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
 }
 
 void capture_given(const CLI::App& app, SearchCliOptions& o) {
-  for (int i = 0; i < planner::kNumKnobs; ++i) {
-    o.knob_given[i] = app.count(planner::knob_flag(static_cast<Knob>(i))) > 0;
+  for (int i = 0; i < sim::kNumKnobs; ++i) {
+    o.knob_given[i] = app.count(sim::knob_flag(static_cast<Knob>(i))) > 0;
   }
 }
 
@@ -79,7 +79,7 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
   r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
   if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
   r.problem.nvme_path = o.setup.nvme_path;
-  for (int i = 0; i < planner::kNumKnobs; ++i) {
+  for (int i = 0; i < sim::kNumKnobs; ++i) {
     if (o.knob_given[i]) r.knobs.set_from_text(static_cast<Knob>(i), o.knob_text[i]);
   }
   for (const std::string& a : o.knob_assignments) r.knobs.set_from_assignment(a, "--knob");

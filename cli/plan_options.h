@@ -17,14 +17,15 @@
 
 #include "cli/common_options.h"
 #include "planner/plan.h"
+#include "sim/knobs.h"
 
 namespace zplan::cli {
 
 struct SearchCliOptions {
   SetupOptions setup;  // its ZeRO fields, micro_batch and checkpointing are not used
   std::optional<int64_t> global_batch_tokens;
-  std::array<std::string, planner::kNumKnobs> knob_text;
-  std::array<bool, planner::kNumKnobs> knob_given{};  // filled by capture_given()
+  std::array<std::string, sim::kNumKnobs> knob_text;
+  std::array<bool, sim::kNumKnobs> knob_given{};  // filled by capture_given()
   std::vector<std::string> knob_assignments;          // --knob NAME=LIST
   double headroom = planner::kDefaultHeadroom;
   int threads = 0;
@@ -41,7 +42,7 @@ void capture_given(const CLI::App& app, SearchCliOptions& options);
 
 struct ResolvedSearch {
   planner::Problem problem;
-  planner::KnobRequest knobs;
+  sim::KnobRequest knobs;
   planner::BatchRequest batch;
 };
 

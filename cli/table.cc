@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstdarg>
-#include <cstdio>
 
 namespace zplan::cli {
 
@@ -35,22 +33,6 @@ void Table::print(std::ostream& out, const std::string& indent) const {
   };
   line(header_);
   for (const auto& row : rows_) line(row);
-}
-
-std::string strformat(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  char buf[512];
-  int n = std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  if (n < 0) return "";
-  if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, static_cast<size_t>(n));
-  std::string big(static_cast<size_t>(n) + 1, '\0');
-  va_start(args, format);
-  std::vsnprintf(big.data(), big.size(), format, args);
-  va_end(args);
-  big.resize(static_cast<size_t>(n));
-  return big;
 }
 
 }  // namespace zplan::cli

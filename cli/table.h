@@ -22,9 +22,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// printf-style formatting into a std::string.
-std::string strformat(const char* format, ...) __attribute__((format(printf, 1, 2)));
-
 }  // namespace zplan::cli
 
 #endif  // ZPLAN_CLI_TABLE_H_

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -19,6 +18,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "executor/rank.h"
 #include "models/input_error.h"
 #include "sim/memory_model.h"
@@ -201,14 +202,13 @@ void check_executor_fits(const models::Model& model, const hardware::Cluster& cl
   const double device = device_memory_is_host ? m[sim::Tier::kGpu].peak_bytes : 0.0;
   const double needed = device * cluster.gpus + m.host_peak_bytes * nodes;
   if (needed > available) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "needs about %.1f GiB of memory for %d ranks (%.1f GiB of device memory each, "
+    throw InputError(
+        "--model " + model.name(),
+        strformat("needs about %.1f GiB of memory for %d ranks (%.1f GiB of device memory each, "
                   "%.1f GiB of host memory), but %.1f GiB is available; try a smaller model or "
                   "micro-batch",
-                  needed / (1 << 30), cluster.gpus, device / (1 << 30),
-                  m.host_peak_bytes * nodes / (1 << 30), available / (1 << 30));
-    throw InputError("--model " + model.name(), buf);
+                  needed / kGiB, cluster.gpus, device / kGiB, m.host_peak_bytes * nodes / kGiB,
+                  available / kGiB));
   }
 }
 

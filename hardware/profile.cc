@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 
+#include "base/units.h"
 #include "hardware/stock_profiles.h"
 #include "models/input_error.h"
 #include "models/json_reader.h"
@@ -22,7 +23,6 @@ namespace zplan::hardware {
 namespace {
 
 // Units of the file -> SI units of the structs.
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGBps = 1e9;  // GB/s as NCCL and nccl-tests count them
 constexpr double kTflops = 1e12;
 constexpr double kUs = 1e-6;

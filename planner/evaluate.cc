@@ -46,16 +46,10 @@ std::vector<std::vector<uint32_t>> work_units(const std::vector<Candidate>& cand
   return units;
 }
 
-void fill_over(const hardware::Cluster& cluster, double headroom, Evaluation* e) {
-  const double keep = 1 - headroom;
-  const auto& prof = cluster.profile;
-  e->gpu_over_bytes = std::max(0.0, e->peak_bytes[kGpu] - prof.gpu.memory_bytes * keep);
-  e->host_over_bytes = std::max(0.0, e->host_peak_bytes - prof.node.host_memory_bytes * keep);
-  e->nvme_over_bytes = std::max(0.0, e->peak_bytes[kNvme] - prof.node.nvme_capacity_bytes * keep);
-}
-
-bool no_over(const Evaluation& e) {
-  return e.gpu_over_bytes == 0 && e.host_over_bytes == 0 && e.nvme_over_bytes == 0;
+// The evaluation's peaks against the problem's capacities and headroom.
+sim::MemoryFit fit_of(const Problem& problem, const Evaluation& e) {
+  return sim::memory_fit({e.peak_bytes[kGpu], e.host_peak_bytes, e.peak_bytes[kNvme]},
+                         sim::capacity_of(problem.cluster.profile), problem.headroom);
 }
 
 }  // namespace
@@ -74,13 +68,6 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
-double Evaluation::worst_over_fraction(const hardware::Cluster& cluster) const {
-  const auto& prof = cluster.profile;
-  return std::max({gpu_over_bytes / prof.gpu.memory_bytes,
-                   host_over_bytes / prof.node.host_memory_bytes,
-                   nvme_over_bytes / std::max(1.0, prof.node.nvme_capacity_bytes)});
-}
-
 namespace {
 
 // The analytic bound of `config`: memory figures, the shortfalls, verdict kPruned. (A config to
@@ -97,11 +84,13 @@ Evaluation analytic_evaluation(const Problem& problem, const sim::DsConfig& conf
   }
   e.host_peak_bytes = m.host_peak_bytes;
   e.gpu_peak_phase = m.tiers[kGpu].peak_phase;
-  fill_over(problem.cluster, problem.headroom, &e);
+  e.fit = fit_of(problem, e);
   return e;
 }
 
-bool should_simulate(const Evaluation& analytic, bool prune) { return !prune || no_over(analytic); }
+bool should_simulate(const Evaluation& analytic, bool prune) {
+  return !prune || analytic.fit.fits();
+}
 
 sim::StepResult simulate(const Problem& problem, const sim::DsConfig& config,
                          const sim::ZeroSizes& sizes, sim::SimWorkspace* workspace) {
@@ -115,7 +104,7 @@ sim::StepResult simulate(const Problem& problem, const sim::DsConfig& config,
 // Completes the analytic evaluation *e with the simulation of its config (or of one with equal
 // step inputs: the same result).
 void add_simulation(const Problem& problem, const sim::StepResult& r, Evaluation* e) {
-  const bool analytic_fits = no_over(*e);
+  const bool analytic_fits = e->fit.fits();
   e->simulated = true;
   // The simulated schedule may hold more than the analytic bound at its peak (never less in the
   // steady terms); a config fits only if both views fit.
@@ -126,9 +115,9 @@ void add_simulation(const Problem& problem, const sim::StepResult& r, Evaluation
     }
   }
   e->host_peak_bytes = std::max(e->host_peak_bytes, r.host_peak_bytes);
-  fill_over(problem.cluster, problem.headroom, e);
+  e->fit = fit_of(problem, *e);
   e->verdict = !analytic_fits ? Verdict::kOverPruned
-               : no_over(*e)  ? Verdict::kFits
+               : e->fit.fits() ? Verdict::kFits
                               : Verdict::kOverSim;
   e->step_time_s = r.step_time_s;
   e->samples_per_s = r.samples_per_s;
@@ -309,12 +298,11 @@ std::vector<size_t> pareto_front(const std::vector<Evaluation>& evals) {
   return front;
 }
 
-std::vector<size_t> rank_order(const hardware::Cluster& cluster,
-                               const std::vector<Evaluation>& evals) {
+std::vector<size_t> rank_order(const std::vector<Evaluation>& evals) {
   std::vector<size_t> order(evals.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::vector<double> over(evals.size());
-  for (size_t i = 0; i < evals.size(); ++i) over[i] = evals[i].worst_over_fraction(cluster);
+  for (size_t i = 0; i < evals.size(); ++i) over[i] = evals[i].fit.worst_over_fraction();
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Evaluation &x = evals[a], &y = evals[b];
     if (x.fits() != y.fits()) return x.fits();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "planner/search_space.h"
+#include "sim/memory_fit.h"
 #include "sim/memory_model.h"
 #include "sim/simulate.h"
 
@@ -36,10 +37,9 @@ struct Evaluation {
   std::array<sim::MemoryBreakdown, sim::kNumTiers> at_peak{};
   double host_peak_bytes = 0;                        // pinned + pageable, as capacity counts it
   sim::Phase gpu_peak_phase = sim::Phase::kForward;  // of the analytic view
-  // Bytes over capacity x (1 - headroom), or 0: GPU, host, NVMe.
-  double gpu_over_bytes = 0;
-  double host_over_bytes = 0;
-  double nvme_over_bytes = 0;
+  // The verdict on memory: the peaks above against capacity with the problem's headroom (before
+  // the simulation, the analytic bound alone).
+  sim::MemoryFit fit;
   // Time (when simulated).
   double step_time_s = 0;
   double samples_per_s = 0;
@@ -51,8 +51,6 @@ struct Evaluation {
   std::array<sim::ResourceUse, sim::kNumResources> resources{};
 
   bool fits() const { return verdict == Verdict::kFits; }
-  // The largest shortfall relative to its tier's capacity (0 when it fits), to rank near misses.
-  double worst_over_fraction(const hardware::Cluster& cluster) const;
 };
 
 struct EvalOptions {
@@ -108,8 +106,7 @@ std::vector<size_t> pareto_front(const std::vector<Evaluation>& evals);
 
 // Fitting configs first, fastest first; then the ones that do not fit, nearest to fitting first.
 // Ties: less GPU memory, then the lower index (enumeration order), so the order is total.
-std::vector<size_t> rank_order(const hardware::Cluster& cluster,
-                               const std::vector<Evaluation>& evals);
+std::vector<size_t> rank_order(const std::vector<Evaluation>& evals);
 
 }  // namespace zplan::planner
 

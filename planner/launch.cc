@@ -2,7 +2,7 @@
 // (deepspeedai/DeepSpeed) and transformers' integrations/deepspeed.py, cited where used.
 #include "planner/launch.h"
 
-#include "planner/text.h"
+#include "base/text.h"
 
 namespace zplan::planner {
 
@@ -16,10 +16,10 @@ std::string number(double v) { return json(v).dump(); }
 // The DeepSpeed launcher's head: one node, or every node of the hostfile.
 std::string deepspeed_launcher(const hardware::Cluster& cl) {
   if (cl.nodes > 1) {
-    return strf("deepspeed --hostfile hostfile --num_nodes %d --num_gpus %d", cl.nodes,
-                cl.gpus_per_node());
+    return strformat("deepspeed --hostfile hostfile --num_nodes %d --num_gpus %d", cl.nodes,
+                     cl.gpus_per_node());
   }
-  return strf("deepspeed --num_gpus %d", cl.gpus);
+  return strformat("deepspeed --num_gpus %d", cl.gpus);
 }
 
 bool offloads_optimizer(const sim::DsConfig& c) {
@@ -73,10 +73,11 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
   // TrainingArguments.deepspeed takes the file; trainer_config_process compares
   // per_device_train_batch_size, gradient_accumulation_steps, world size x both,
   // max_grad_norm, fp16 and bf16 with the file.
-  std::string trainer = " --deepspeed " + file + strf(
-                                                     " --per_device_train_batch_size %lld"
-                                                     " --gradient_accumulation_steps %lld",
-                                                     micro, gas);
+  std::string trainer = " --deepspeed " + file +
+                        strformat(
+                            " --per_device_train_batch_size %lld"
+                            " --gradient_accumulation_steps %lld",
+                            micro, gas);
   if (c.precision == sim::Precision::kBf16) trainer += " --bf16";
   if (c.precision == sim::Precision::kFp16) trainer += " --fp16";
   trainer += " --max_grad_norm " + number(c.gradient_clipping);
@@ -84,23 +85,24 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
   out.hf_trainer = launcher + " train.py" + trainer;
   // accelerate launch: the file sets the batch keys, clipping and precision; Accelerate refuses
   // --mixed_precision, --gradient_accumulation_steps and the like beside --deepspeed_config_file.
-  out.accelerate = strf("accelerate launch --use_deepspeed --deepspeed_config_file %s",
-                        file.c_str()) +
-                   (cl.nodes > 1 ? strf(" --num_machines %d --num_processes %d --machine_rank "
-                                        "<this node's rank> --main_process_ip <first node>",
-                                        cl.nodes, cl.gpus)
-                                 : strf(" --num_processes %d", cl.gpus)) +
-                   " train.py";
+  out.accelerate =
+      strformat("accelerate launch --use_deepspeed --deepspeed_config_file %s", file.c_str()) +
+      (cl.nodes > 1 ? strformat(" --num_machines %d --num_processes %d --machine_rank "
+                                "<this node's rank> --main_process_ip <first node>",
+                                cl.nodes, cl.gpus)
+                    : strformat(" --num_processes %d", cl.gpus)) +
+      " train.py";
   if (format == DsConfigFormat::kDeepSpeed) {
     // Megatron-DeepSpeed (megatron/arguments.py): the batch split, ZeRO stage, precision and
     // clipping as flags that agree with the file; --no-pipeline-parallel because DeepSpeed's
     // pipeline engine runs ZeRO stage 1 at most; --cpu-optimizer builds DeepSpeedCPUAdam, which
     // optimizer offload requires of a client optimizer.
     std::string m = launcher + " pretrain_gpt.py <model and data flags>" +
-                    strf(" --seq-length %lld --micro-batch-size %lld --global-batch-size %lld"
-                         " --zero-stage %d",
-                         static_cast<long long>(problem.workload.seq_len), micro,
-                         static_cast<long long>(c.train_batch_size), c.zero.stage);
+                    strformat(
+                        " --seq-length %lld --micro-batch-size %lld --global-batch-size %lld"
+                        " --zero-stage %d",
+                        static_cast<long long>(problem.workload.seq_len), micro,
+                        static_cast<long long>(c.train_batch_size), c.zero.stage);
     if (c.precision == sim::Precision::kBf16) m += " --bf16";
     if (c.precision == sim::Precision::kFp16) m += " --fp16";
     m += " --clip-grad " + number(c.gradient_clipping);
@@ -111,9 +113,10 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
   }
   if (cl.nodes > 1) {
     // The launcher's hostfile (launcher/runner.py fetch_hostfile): "hostname slots=N" per line.
-    out.hostfile = strf("%d lines, one per node: <hostname> slots=%d (passwordless ssh between "
-                        "them; run the launcher on the first)",
-                        cl.nodes, cl.gpus_per_node());
+    out.hostfile = strformat(
+        "%d lines, one per node: <hostname> slots=%d (passwordless ssh between "
+        "them; run the launcher on the first)",
+        cl.nodes, cl.gpus_per_node());
   }
   return out;
 }
@@ -144,9 +147,9 @@ std::vector<std::string> launch_lines(const Problem& problem, const sim::DsConfi
       "precision differ from its flags): " +
       l.hf_trainer);
   out.push_back("launch with Accelerate: " + l.accelerate +
-                strf(" (a Trainer script takes the Trainer flags above; your own loop batches "
-                     "its DataLoader by %lld)",
-                     static_cast<long long>(c.micro_batch)));
+                strformat(" (a Trainer script takes the Trainer flags above; your own loop batches "
+                          "its DataLoader by %lld)",
+                          static_cast<long long>(c.micro_batch)));
   if (!l.megatron.empty()) out.push_back("launch Megatron-DeepSpeed: " + l.megatron);
   if (!l.hostfile.empty()) out.push_back("hostfile: " + l.hostfile);
   const bool offload = offloads_optimizer(c);
@@ -154,12 +157,13 @@ std::vector<std::string> launch_lines(const Problem& problem, const sim::DsConfi
       format == DsConfigFormat::kHf
           ? "optimizer: the file's AdamW block takes lr, betas, eps and weight decay from the "
             "Trainer's flags (\"auto\"); DeepSpeed builds it"
-          : strf("optimizer: the file's AdamW block has the Trainer's defaults (lr %s, betas "
-                 "%s/%s, eps %s, weight decay %s) -- set yours in optimizer.params (the Trainer "
-                 "must be given the same, or write the file with --out-format hf)",
-                 number(kTrainerLearningRate).c_str(), number(kTrainerAdamBeta1).c_str(),
-                 number(kTrainerAdamBeta2).c_str(), number(kTrainerAdamEpsilon).c_str(),
-                 number(kTrainerWeightDecay).c_str());
+          : strformat(
+                "optimizer: the file's AdamW block has the Trainer's defaults (lr %s, betas "
+                "%s/%s, eps %s, weight decay %s) -- set yours in optimizer.params (the Trainer "
+                "must be given the same, or write the file with --out-format hf)",
+                number(kTrainerLearningRate).c_str(), number(kTrainerAdamBeta1).c_str(),
+                number(kTrainerAdamBeta2).c_str(), number(kTrainerAdamEpsilon).c_str(),
+                number(kTrainerWeightDecay).c_str());
   if (offload) {
     opt +=
         "; with optimizer offload DeepSpeed builds DeepSpeedCPUAdam from it and refuses a plain "

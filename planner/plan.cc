@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "base/text.h"
 #include "models/input_error.h"
 #include "planner/launch.h"
 #include "planner/text.h"
@@ -43,15 +44,15 @@ double share(const Evaluation& e, int part) {
 
 // "23%", or "2.4%" below 10% where the decimal still says something.
 std::string percent(double fraction) {
-  return fraction < 0.1 ? strf("%.1f%%", 100 * fraction) : strf("%.0f%%", 100 * fraction);
+  return fraction < 0.1 ? strformat("%.1f%%", 100 * fraction) : strformat("%.0f%%", 100 * fraction);
 }
 
 std::string exposed_list(const Evaluation& e, int skip) {
   std::string s;
   for (int p = 1; p < sim::kNumPathParts; ++p) {
     if (p == skip || share(e, p) < kMentionShare) continue;
-    s += strf(", exposed %s %s", sim::path_part_name(static_cast<sim::PathPart>(p)),
-              percent(share(e, p)).c_str());
+    s += strformat(", exposed %s %s", sim::path_part_name(static_cast<sim::PathPart>(p)),
+                   percent(share(e, p)).c_str());
   }
   return s;
 }
@@ -61,12 +62,12 @@ const char* device_words(int64_t level) { return level == 2 ? "NVMe" : "CPU memo
 std::string offload_words(const Candidate& c) {
   const int64_t o = c[Knob::kOffloadOptimizer], p = c[Knob::kOffloadParam];
   if (o != 0 && p != 0) {
-    return o == p ? strf("optimizer states and parameters to %s", device_words(o))
-                  : strf("optimizer states to %s and parameters to %s", device_words(o),
-                         device_words(p));
+    return o == p ? strformat("optimizer states and parameters to %s", device_words(o))
+                  : strformat("optimizer states to %s and parameters to %s", device_words(o),
+                              device_words(p));
   }
-  if (o != 0) return strf("optimizer states to %s", device_words(o));
-  return strf("parameters to %s", device_words(p));
+  if (o != 0) return strformat("optimizer states to %s", device_words(o));
+  return strformat("parameters to %s", device_words(p));
 }
 
 // The dominant category of host memory (pinned + pageable) at its peak.
@@ -87,7 +88,7 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
   const hardware::Cluster& cl = problem.cluster;
   std::vector<std::string> out =
       launch_lines(problem, config, options.ds_config_file, options.ds_config_format);
-  out.push_back(strf(
+  out.push_back(strformat(
       "train on sequences of %lld tokens: the prediction and the batch keys "
       "(train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs) assume it",
       static_cast<long long>(problem.workload.seq_len),
@@ -107,16 +108,16 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "SDPA); without one, re-plan with --no-flash-attention");
   }
   if (c.offload_level() > 0) {
-    out.push_back(strf(
+    out.push_back(strformat(
         "host memory: %s per node of %s at the peak (%s pinned)", gib(e.host_peak_bytes).c_str(),
         gib(cl.profile.node.host_memory_bytes).c_str(), gib(e.peak_bytes[kPinned]).c_str()));
   }
   if (c.offload_level() == 2) {
     out.push_back(
-        strf("NVMe: nvme_path is \"%s\" -- point it at a local NVMe mount with at "
-             "least %s free per node (--nvme-path); DeepSpeed's async_io op needs "
-             "libaio (ds_report shows async_io [OKAY])",
-             problem.nvme_path.c_str(), gib(e.peak_bytes[kNvme]).c_str()));
+        strformat("NVMe: nvme_path is \"%s\" -- point it at a local NVMe mount with at "
+                  "least %s free per node (--nvme-path); DeepSpeed's async_io op needs "
+                  "libaio (ds_report shows async_io [OKAY])",
+                  problem.nvme_path.c_str(), gib(e.peak_bytes[kNvme]).c_str()));
   }
   return out;
 }
@@ -132,7 +133,7 @@ SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const 
     throw InputError("--stage", "the lists leave no valid configuration to evaluate");
   }
   s.evals = evaluate_all(problem, s.space, s.candidates, options, &s.stats);
-  s.order = rank_order(problem.cluster, s.evals);
+  s.order = rank_order(s.evals);
   s.pareto = pareto_front(s.evals);
   return s;
 }
@@ -141,43 +142,44 @@ std::string what_binds(const Evaluation& e) {
   if (!e.simulated || e.step_time_s <= 0) return "not simulated";
   const double compute = share(e, 0);
   if (compute >= kComputeBound) {
-    return strf("compute-bound: compute %.0f%% of the step (MFU %.0f%%)", 100 * compute,
-                100 * e.mfu) +
+    return strformat("compute-bound: compute %.0f%% of the step (MFU %.0f%%)", 100 * compute,
+                     100 * e.mfu) +
            exposed_list(e, 0);
   }
   int worst = 1;
   for (int p = 2; p < sim::kNumPathParts; ++p) {
     if (e.critical_path_s[p] > e.critical_path_s[worst]) worst = p;
   }
-  return strf("%s: exposed %s %.0f%% of the step, compute %.0f%%", kBoundNames[worst],
-              sim::path_part_name(static_cast<sim::PathPart>(worst)), 100 * share(e, worst),
-              100 * compute) +
+  return strformat("%s: exposed %s %.0f%% of the step, compute %.0f%%", kBoundNames[worst],
+                   sim::path_part_name(static_cast<sim::PathPart>(worst)), 100 * share(e, worst),
+                   100 * compute) +
          exposed_list(e, worst);
 }
 
 std::string shortfall(const Problem& problem, const Evaluation& e) {
   std::string s;
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : "; ") + part; };
-  if (e.gpu_over_bytes > 0) {
+  if (!e.fit.gpu_fits()) {
     const sim::MemoryBreakdown& b = e.at_peak[kGpu];
     sim::Category d = b.dominant();
-    add(strf("OOM by %s on GPU at %s (peak %s of %s usable; %s %.0f%%)",
-             shortfall_size(e.gpu_over_bytes).c_str(), sim::phase_name(e.gpu_peak_phase),
-             gib(e.peak_bytes[kGpu]).c_str(),
-             gib(problem.cluster.profile.gpu.memory_bytes * (1 - problem.headroom)).c_str(),
-             category_words(static_cast<int>(d)).c_str(), 100 * b[d] / b.total()));
+    add(strformat("OOM by %s on GPU at %s (peak %s of %s usable; %s %.0f%%)",
+                  shortfall_size(e.fit.over.gpu).c_str(), sim::phase_name(e.gpu_peak_phase),
+                  gib(e.peak_bytes[kGpu]).c_str(),
+                  gib(problem.cluster.profile.gpu.memory_bytes * (1 - problem.headroom)).c_str(),
+                  category_words(static_cast<int>(d)).c_str(), 100 * b[d] / b.total()));
   }
-  if (e.host_over_bytes > 0) {
+  if (!e.fit.host_fits()) {
     auto [d, frac] = host_dominant(e);
-    add(strf("host memory short by %s per node (peak %s of %s usable; %s %.0f%%)",
-             shortfall_size(e.host_over_bytes).c_str(), gib(e.host_peak_bytes).c_str(),
-             gib(problem.cluster.profile.node.host_memory_bytes * (1 - problem.headroom)).c_str(),
-             category_words(d).c_str(), 100 * frac));
+    add(strformat(
+        "host memory short by %s per node (peak %s of %s usable; %s %.0f%%)",
+        shortfall_size(e.fit.over.host).c_str(), gib(e.host_peak_bytes).c_str(),
+        gib(problem.cluster.profile.node.host_memory_bytes * (1 - problem.headroom)).c_str(),
+        category_words(d).c_str(), 100 * frac));
   }
-  if (e.nvme_over_bytes > 0) {
-    add(strf(
-        "NVMe short by %s per node (peak %s of %s usable)",
-        shortfall_size(e.nvme_over_bytes).c_str(), gib(e.peak_bytes[kNvme]).c_str(),
+  if (!e.fit.nvme_fits()) {
+    add(strformat(
+        "NVMe short by %s per node (peak %s of %s usable)", shortfall_size(e.fit.over.nvme).c_str(),
+        gib(e.peak_bytes[kNvme]).c_str(),
         gib(problem.cluster.profile.node.nvme_capacity_bytes * (1 - problem.headroom)).c_str()));
   }
   return s.empty() ? "fits" : s;
@@ -201,26 +203,26 @@ std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w)
   }
   if (other) {
     double gain = e.tokens_per_s / s.evals[*other].tokens_per_s - 1;
-    line += gain >= kSameSpeed ? strf("; %.1f%% faster than the best other family (%s)", 100 * gain,
-                                      family_name(s.candidates[*other]).c_str())
-                               : strf("; as fast as the best other family (%s)%s",
-                                      family_name(s.candidates[*other]).c_str(),
-                                      e.peak_bytes[kGpu] < s.evals[*other].peak_bytes[kGpu]
-                                          ? ", with less GPU memory"
-                                          : "");
+    line += gain >= kSameSpeed ? strformat("; %.1f%% faster than the best other family (%s)",
+                                           100 * gain, family_name(s.candidates[*other]).c_str())
+                               : strformat("; as fast as the best other family (%s)%s",
+                                           family_name(s.candidates[*other]).c_str(),
+                                           e.peak_bytes[kGpu] < s.evals[*other].peak_bytes[kGpu]
+                                               ? ", with less GPU memory"
+                                               : "");
   } else if (other_family_exists) {
     line +=
         c.offload_level() == 0 ? "; no other stage fits" : "; no family that offloads less fits";
   }
   // A faster config that offloads more lost on the offload margin.
   if (!s.order.empty() && s.order[0] != w && s.evals[s.order[0]].fits()) {
-    line += strf("; %s would be %.1f%% faster but offloads (see the margin rule)",
-                 family_name(s.candidates[s.order[0]]).c_str(),
-                 100 * (s.evals[s.order[0]].tokens_per_s / e.tokens_per_s - 1));
+    line += strformat("; %s would be %.1f%% faster but offloads (see the margin rule)",
+                      family_name(s.candidates[s.order[0]]).c_str(),
+                      100 * (s.evals[s.order[0]].tokens_per_s / e.tokens_per_s - 1));
   }
   const double cap = problem.cluster.profile.gpu.memory_bytes;
-  line += strf("; GPU peak %s of %s (%s free)", gib(e.peak_bytes[kGpu]).c_str(), gib(cap).c_str(),
-               gib(cap - e.peak_bytes[kGpu]).c_str());
+  line += strformat("; GPU peak %s of %s (%s free)", gib(e.peak_bytes[kGpu]).c_str(),
+                    gib(cap).c_str(), gib(cap - e.peak_bytes[kGpu]).c_str());
   return line;
 }
 
@@ -241,17 +243,17 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
   const double ratio = el.tokens_per_s / ew.tokens_per_s;
   if (ratio > 1 + kSameSpeed) {
     if (cl.offload_level() > cw.offload_level()) {
-      return strf(
+      return strformat(
           "%.1f%% faster in simulation, but it offloads %s; offload is recommended "
           "only when it wins by more than %.0f%% (--offload-margin)",
           100 * (ratio - 1), offload_words(cl).c_str(), 100 * offload_margin);
     }
-    return strf("%.1f%% faster", 100 * (ratio - 1));
+    return strformat("%.1f%% faster", 100 * (ratio - 1));
   }
   if (ratio >= 1 - kSameSpeed) {
     if (el.peak_bytes[kGpu] > ew.peak_bytes[kGpu]) {
-      return strf("as fast, but uses %s more GPU memory",
-                  gib(el.peak_bytes[kGpu] - ew.peak_bytes[kGpu]).c_str());
+      return strformat("as fast, but uses %s more GPU memory",
+                       gib(el.peak_bytes[kGpu] - ew.peak_bytes[kGpu]).c_str());
     }
     return "as fast (within 0.1%)";
   }
@@ -265,26 +267,26 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
       worst = p;
     }
   }
-  std::string why = strf("slower by %.1f%%: ", 100 * (1 - ratio));
+  std::string why = strformat("slower by %.1f%%: ", 100 * (1 - ratio));
   if (worst == 0) {
     double grew = ew.critical_path_s[0] > 0 ? worst_delta / ew.critical_path_s[0] : 0;
     if (cl[Knob::kCheckpointing] && !cw[Knob::kCheckpointing]) {
       why += "recomputes activations under checkpointing (compute +" + percent(grew) + ")";
     } else if (cl[Knob::kMicroBatch] < cw[Knob::kMicroBatch]) {
-      why += strf("micro-batch %lld runs smaller, less efficient kernels (compute +%s)",
-                  static_cast<long long>(cl[Knob::kMicroBatch]), percent(grew).c_str());
+      why += strformat("micro-batch %lld runs smaller, less efficient kernels (compute +%s)",
+                       static_cast<long long>(cl[Knob::kMicroBatch]), percent(grew).c_str());
     } else {
       why += "more compute time (+" + percent(grew) +
              "; kernels slowed by the collectives they overlap)";
     }
   } else if (share(el, worst) >= kBinds) {
-    why += strf("%s (exposed %s %s of its step)", kBoundNames[worst],
-                sim::path_part_name(static_cast<sim::PathPart>(worst)),
-                percent(share(el, worst)).c_str());
+    why += strformat("%s (exposed %s %s of its step)", kBoundNames[worst],
+                     sim::path_part_name(static_cast<sim::PathPart>(worst)),
+                     percent(share(el, worst)).c_str());
   } else {
-    why += strf("more exposed %s (%s of its step)",
-                sim::path_part_name(static_cast<sim::PathPart>(worst)),
-                percent(share(el, worst)).c_str());
+    why += strformat("more exposed %s (%s of its step)",
+                     sim::path_part_name(static_cast<sim::PathPart>(worst)),
+                     percent(share(el, worst)).c_str());
   }
   // Communication on the compute stream is the knob's doing, not the network's.
   if ((worst == 1 || worst == 2) && cl[Knob::kOverlapComm] == 0 && cl.stage() > 0) {
@@ -374,8 +376,12 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
   for (size_t i : alts)
     r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options.offload_margin)});
 
-  const sim::DsConfig config = to_ds_config(crec, base_config(problem, s.space.batch), problem);
+  sim::DsConfig config = to_ds_config(crec, base_config(problem, s.space.batch), problem);
+  // The recommendation must read back as the same batch split (validate round-trips it through
+  // parse_ds_config); the file written from it (runnable_config) is checked again by its writer.
+  sim::validate_ds_config(config, problem.cluster.gpus, "recommended ds_config");
   r.needs = needs_lines(problem, crec, s.evals[rec], config, options);
+  r.recommended_config = std::move(config);
   // Offload chosen because nothing without it fits: say what it would take without.
   if (crec.offload_level() > 0) {
     bool plain_fits = false;
@@ -386,8 +392,8 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     if (!plain_fits) {
       std::optional<GpuCount> g = min_gpus_to_fit(problem, s.space, 0);
       r.notes.push_back(
-          strf("only offloading configs fit: without offload nothing fits on %d GPU%s",
-               problem.cluster.gpus, problem.cluster.gpus == 1 ? "" : "s") +
+          strformat("only offloading configs fit: without offload nothing fits on %d GPU%s",
+                    problem.cluster.gpus, problem.cluster.gpus == 1 ? "" : "s") +
           (g ? "; it would take " + gpu_count_words(problem, *g) : std::string()));
     }
   }

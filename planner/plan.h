@@ -57,6 +57,10 @@ struct Alternative {
 struct PlanResult {
   SearchResult search;
   std::optional<size_t> recommended;
+  // The recommended config as planned (the keys the prediction reads), checked by
+  // validate_ds_config; set exactly when `recommended` is. The ds_config to write is
+  // runnable_config of it (planner/launch.h).
+  std::optional<sim::DsConfig> recommended_config;
   std::string why;  // one line: why the recommended config wins
   std::vector<Alternative> alternatives;
   // What the recommended config needs outside ds_config.json (checkpointing in the model, the

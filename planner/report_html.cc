@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/text.h"
+#include "base/units.h"
 #include "planner/text.h"
 
 namespace zplan::planner {
@@ -64,16 +66,16 @@ double tick_step(double max, int n) {
 
 std::string tick_label(double v) {
   if (v == 0) return "0";
-  if (std::fabs(v) >= 1e6) return strf("%gM", v / 1e6);
-  if (std::fabs(v) >= 1e3) return strf("%gk", v / 1e3);
-  return strf("%g", v);
+  if (std::fabs(v) >= 1e6) return strformat("%gM", v / 1e6);
+  if (std::fabs(v) >= 1e3) return strformat("%gk", v / 1e3);
+  return strformat("%g", v);
 }
 
 std::string time_label(double s) {
   if (s == 0) return "0";
-  if (s >= 1) return strf("%g s", s);
-  if (s >= 1e-3) return strf("%g ms", s * 1e3);
-  return strf("%g us", s * 1e6);
+  if (s >= 1) return strformat("%g s", s);
+  if (s >= 1e-3) return strformat("%g ms", s * 1e3);
+  return strformat("%g us", s * 1e6);
 }
 
 std::string knob_summary(const Candidate& c) {
@@ -96,19 +98,19 @@ std::string marker(double x, double y, double r, const Candidate& c, bool filled
                    const std::string& extra) {
   const char* color = kStageColor[c.stage()];
   std::string fill = filled ? color : "none";
-  std::string style = strf("fill=\"%s\" stroke=\"%s\" stroke-width=\"1.2\" fill-opacity=\"0.75\"",
-                           fill.c_str(), color);
+  std::string style = strformat(
+      "fill=\"%s\" stroke=\"%s\" stroke-width=\"1.2\" fill-opacity=\"0.75\"", fill.c_str(), color);
   switch (c.offload_level()) {
     case 0:
-      return strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" %s>", x, y, r, style.c_str()) +
+      return strformat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" %s>", x, y, r, style.c_str()) +
              extra + "</circle>";
     case 1:
-      return strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" %s>", x - r, y - r,
-                  2 * r, 2 * r, style.c_str()) +
+      return strformat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" %s>", x - r,
+                       y - r, 2 * r, 2 * r, style.c_str()) +
              extra + "</rect>";
     default:
-      return strf("<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" %s>", x, y - 1.2 * r,
-                  x - 1.1 * r, y + 0.9 * r, x + 1.1 * r, y + 0.9 * r, style.c_str()) +
+      return strformat("<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" %s>", x, y - 1.2 * r,
+                       x - 1.1 * r, y + 0.9 * r, x + 1.1 * r, y + 0.9 * r, style.c_str()) +
              extra + "</polygon>";
   }
 }
@@ -140,42 +142,42 @@ std::string scatter(const ReportInput& in) {
   const double pw = w - kLeft - kRight, ph = h - kTop - kBottom;
   auto X = [&](double gib_v) { return kLeft + pw * gib_v / max_mem; };
   auto Y = [&](double tps) { return kTop + ph * (1 - tps / max_tps); };
-  o += strf("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">", w, h,
-            w, h);
+  o += strformat("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">", w,
+                 h, w, h);
   // Axes and grid.
   double xs = tick_step(max_mem, 10), ys = tick_step(max_tps, 6);
   for (double v = 0; v <= max_mem + 1e-9; v += xs) {
-    o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", X(v), kTop,
-              X(v), kTop + ph);
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>", X(v),
-              kTop + ph + 16, tick_label(v).c_str());
+    o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", X(v),
+                   kTop, X(v), kTop + ph);
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>",
+                   X(v), kTop + ph + 16, tick_label(v).c_str());
   }
   for (double v = 0; v <= max_tps + 1e-9; v += ys) {
-    o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", kLeft, Y(v),
-              kLeft + pw, Y(v));
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>", kLeft - 6,
-              Y(v) + 4, tick_label(v).c_str());
+    o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", kLeft,
+                   Y(v), kLeft + pw, Y(v));
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>",
+                   kLeft - 6, Y(v) + 4, tick_label(v).c_str());
   }
-  o += strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>", kLeft,
-            kTop, pw, ph);
-  o += strf(
+  o += strformat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>",
+                 kLeft, kTop, pw, ph);
+  o += strformat(
       "<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\">peak GPU memory "
       "per GPU (GiB)</text>",
       kLeft + pw / 2, h - 8);
-  o += strf(
+  o += strformat(
       "<text x=\"16\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" "
       "transform=\"rotate(-90 16 %.1f)\">tokens/s</text>",
       kTop + ph / 2, kTop + ph / 2);
   // Capacity lines.
-  o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", X(cap), kTop,
-            X(cap), kTop + ph);
-  o += strf(
+  o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", X(cap),
+                 kTop, X(cap), kTop + ph);
+  o += strformat(
       "<text x=\"%.1f\" y=\"%.1f\" class=\"caplabel\" text-anchor=\"end\">capacity %.1f "
       "GiB</text>",
       X(cap) - 4, kTop + 14, cap);
-  o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"usable\"/>", X(usable),
-            kTop, X(usable), kTop + ph);
-  o += strf(
+  o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"usable\"/>",
+                 X(usable), kTop, X(usable), kTop + ph);
+  o += strformat(
       "<text x=\"%.1f\" y=\"%.1f\" class=\"caplabel\" text-anchor=\"end\">usable (%.0f%% "
       "headroom)</text>",
       X(usable) - 4, kTop + 30, 100 * p.headroom);
@@ -185,11 +187,12 @@ std::string scatter(const ReportInput& in) {
       const Evaluation& e = s.evals[i];
       if (!e.simulated || e.fits() != (pass == 1)) continue;
       const Candidate& c = s.candidates[i];
-      std::string title = "<title>" +
-                          esc(strf("%s\n%s tokens/s, GPU peak %.1f GiB%s", knob_summary(c).c_str(),
-                                   si(e.tokens_per_s).c_str(), e.peak_bytes[kGpu] / kGiB,
-                                   e.fits() ? "" : " (does not fit)")) +
-                          "</title>";
+      std::string title =
+          "<title>" +
+          esc(strformat("%s\n%s tokens/s, GPU peak %.1f GiB%s", knob_summary(c).c_str(),
+                        si(e.tokens_per_s).c_str(), e.peak_bytes[kGpu] / kGiB,
+                        e.fits() ? "" : " (does not fit)")) +
+          "</title>";
       o += marker(X(e.peak_bytes[kGpu] / kGiB), Y(e.tokens_per_s), 4, c, e.fits(), title);
     }
   }
@@ -197,32 +200,34 @@ std::string scatter(const ReportInput& in) {
   if (!s.pareto.empty()) {
     std::string pts;
     for (size_t i : s.pareto) {
-      pts += strf("%.1f,%.1f ", X(s.evals[i].peak_bytes[kGpu] / kGiB), Y(s.evals[i].tokens_per_s));
+      pts += strformat("%.1f,%.1f ", X(s.evals[i].peak_bytes[kGpu] / kGiB),
+                       Y(s.evals[i].tokens_per_s));
     }
     o += "<polyline points=\"" + pts + "\" class=\"pareto\"/>";
     for (size_t i : s.pareto) {
-      o += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7\" class=\"paretopt\"/>",
-                X(s.evals[i].peak_bytes[kGpu] / kGiB), Y(s.evals[i].tokens_per_s));
+      o += strformat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7\" class=\"paretopt\"/>",
+                     X(s.evals[i].peak_bytes[kGpu] / kGiB), Y(s.evals[i].tokens_per_s));
     }
   }
   if (in.chosen && s.evals[*in.chosen].simulated) {
     const Evaluation& e = s.evals[*in.chosen];
     double x = X(e.peak_bytes[kGpu] / kGiB), y = Y(e.tokens_per_s);
-    o += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"11\" class=\"chosen\"/>", x, y);
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"chosenlabel\" text-anchor=\"%s\">%s</text>",
-              x + (x > kLeft + pw * 0.7 ? -16 : 16), y - 12, x > kLeft + pw * 0.7 ? "end" : "start",
-              in.plan != nullptr ? "recommended" : "fastest");
+    o += strformat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"11\" class=\"chosen\"/>", x, y);
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"chosenlabel\" text-anchor=\"%s\">%s</text>",
+                   x + (x > kLeft + pw * 0.7 ? -16 : 16), y - 12,
+                   x > kLeft + pw * 0.7 ? "end" : "start",
+                   in.plan != nullptr ? "recommended" : "fastest");
   }
   o += "</svg>";
   // Legend.
   o += "<div class=\"legend\">";
   for (int st = 0; st < 4; ++st) {
-    o += strf("<span><i style=\"background:%s\"></i>ZeRO-%d</span>", kStageColor[st], st);
+    o += strformat("<span><i style=\"background:%s\"></i>ZeRO-%d</span>", kStageColor[st], st);
   }
   o += "<span>&#9679; no offload</span><span>&#9632; CPU offload</span>"
        "<span>&#9650; NVMe offload</span><span>hollow: does not fit</span>"
        "<span><i style=\"background:#d62728\"></i>Pareto front</span></div>";
-  o += strf(
+  o += strformat(
       "<p class=\"note\">%zu simulated configurations shown; %zu ruled out by the analytic "
       "memory bound before simulation are not plotted. Hover a point for its settings.</p>",
       shown, s.stats.pruned);
@@ -256,8 +261,8 @@ std::string memory_bars(const ReportInput& in) {
   const double label_w = 560, bar_w = kPlotWidth - label_w - 200;
   const double h = kTop + rows.size() * (kBarHeight + 8) + 40;
   std::string o = "<section><h2>GPU memory of the top configurations</h2>";
-  o += strf("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">",
-            kPlotWidth, h, kPlotWidth, h);
+  o += strformat("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">",
+                 kPlotWidth, h, kPlotWidth, h);
   auto X = [&](double g) { return label_w + bar_w * g / max_mem; };
   double y = kTop;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -265,41 +270,41 @@ std::string memory_bars(const ReportInput& in) {
     const Evaluation& e = s.evals[i];
     const bool is_chosen = in.chosen && *in.chosen == i;
     std::string label = short_description(s.candidates[i]);
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel%s\" text-anchor=\"end\">%s</text>",
-              label_w - 8, y + kBarHeight * 0.7, is_chosen ? " bold" : "", esc(label).c_str());
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel%s\" text-anchor=\"end\">%s</text>",
+                   label_w - 8, y + kBarHeight * 0.7, is_chosen ? " bold" : "", esc(label).c_str());
     double x = label_w;
     const sim::MemoryBreakdown& b = e.at_peak[kGpu];
     for (int c = 0; c < sim::kNumCategories; ++c) {
       double g = b.bytes[c] / kGiB;
       if (g <= 0) continue;
       double wpx = bar_w * g / max_mem;
-      o += strf(
+      o += strformat(
           "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
           "<title>%s: %.2f GiB</title></rect>",
           x, y, wpx, kBarHeight, kCategoryColor[c], esc(category_words(c)).c_str(), g);
       x += wpx;
     }
-    std::string right = strf("%.1f GiB", e.peak_bytes[kGpu] / kGiB);
+    std::string right = strformat("%.1f GiB", e.peak_bytes[kGpu] / kGiB);
     if (!e.fits()) {
       right += " (does not fit)";
     } else if (e.simulated) {
-      right += strf(", %s tok/s", si(e.tokens_per_s).c_str());
+      right += strformat(", %s tok/s", si(e.tokens_per_s).c_str());
     }
     if (is_chosen) right += in.plan != nullptr ? " \u2190 recommended" : " \u2190 fastest";
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick%s\">%s</text>", x + 6, y + kBarHeight * 0.7,
-              is_chosen ? " bold" : "", esc(right).c_str());
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"tick%s\">%s</text>", x + 6,
+                   y + kBarHeight * 0.7, is_chosen ? " bold" : "", esc(right).c_str());
     y += kBarHeight + 8;
   }
-  o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", X(cap),
-            kTop - 6, X(cap), y);
-  o += strf(
+  o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", X(cap),
+                 kTop - 6, X(cap), y);
+  o += strformat(
       "<text x=\"%.1f\" y=\"%.1f\" class=\"caplabel\" text-anchor=\"middle\">capacity "
       "%.1f GiB</text>",
       X(cap), y + 16, cap);
   o += "</svg><div class=\"legend\">";
   for (int c = 0; c < sim::kNumCategories; ++c) {
-    o += strf("<span><i style=\"background:%s\"></i>%s</span>", kCategoryColor[c],
-              esc(category_words(c)).c_str());
+    o += strformat("<span><i style=\"background:%s\"></i>%s</span>", kCategoryColor[c],
+                   esc(category_words(c)).c_str());
   }
   o += "</div><p class=\"note\">The breakdown at each configuration's GPU peak (the larger of "
        "the analytic bound and the simulated schedule): first the configuration shown in "
@@ -327,32 +332,33 @@ std::string one_timeline(const MicroStepTimeline& m, int gas, double capacity_by
   auto X = [&](double t) { return label_w + w * t / dur; };
   std::string title;
   if (!m.with_optimizer) {
-    title = gas > 2 ? strf("micro-step 1 of %d (micro-steps 2 to %d look alike)", gas, gas - 1)
-                    : strf("micro-step 1 of %d", gas);
+    title = gas > 2 ? strformat("micro-step 1 of %d (micro-steps 2 to %d look alike)", gas, gas - 1)
+                    : strformat("micro-step 1 of %d", gas);
   } else {
     title = gas == 1 ? std::string("the only micro-step")
-                     : strf("micro-step %d of %d", m.micro_step + 1, gas);
-    title += strf(", then the optimizer step (%s)",
-                  time_label(m.duration_s - m.optimizer_start_s).c_str());
+                     : strformat("micro-step %d of %d", m.micro_step + 1, gas);
+    title += strformat(", then the optimizer step (%s)",
+                       time_label(m.duration_s - m.optimizer_start_s).c_str());
   }
-  std::string o = strf("<h3>%s: %s</h3>", esc(title).c_str(), time_label(m.duration_s).c_str());
-  o += strf("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">",
-            kPlotWidth, h, kPlotWidth, h);
+  std::string o =
+      strformat("<h3>%s: %s</h3>", esc(title).c_str(), time_label(m.duration_s).c_str());
+  o += strformat("<svg class=\"plot\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">",
+                 kPlotWidth, h, kPlotWidth, h);
   // Time axis on top.
   double ts = tick_step(dur, 10);
   for (double v = 0; v <= dur + 1e-12; v += ts) {
-    o += strf("<line x1=\"%.1f\" y1=\"18\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", X(v), X(v),
-              26 + lanes_h);
-    o += strf("<text x=\"%.1f\" y=\"12\" class=\"tick\" text-anchor=\"middle\">%s</text>", X(v),
-              time_label(v).c_str());
+    o += strformat("<line x1=\"%.1f\" y1=\"18\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", X(v),
+                   X(v), 26 + lanes_h);
+    o += strformat("<text x=\"%.1f\" y=\"12\" class=\"tick\" text-anchor=\"middle\">%s</text>",
+                   X(v), time_label(v).c_str());
   }
   double y = 26;
   for (int r : lanes) {
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel\" text-anchor=\"end\">%s</text>",
-              label_w - 8, y + kLaneHeight * 0.7,
-              esc(sim::resource_name(static_cast<sim::Resource>(r))).c_str());
-    o += strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"lane\"/>",
-              label_w, y, w, kLaneHeight);
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel\" text-anchor=\"end\">%s</text>",
+                   label_w - 8, y + kLaneHeight * 0.7,
+                   esc(sim::resource_name(static_cast<sim::Resource>(r))).c_str());
+    o += strformat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"lane\"/>",
+                   label_w, y, w, kLaneHeight);
     // Tasks of this lane in time order; neighbours of one kind closer than a pixel fraction are
     // drawn as one rectangle.
     std::vector<const TimelineTask*> ts_lane;
@@ -375,11 +381,11 @@ std::string one_timeline(const MicroStepTimeline& m, int gas, double capacity_by
       }
       double x0 = X(start), wpx = std::max(kMinTaskPx, X(end) - x0);
       std::string tip =
-          strf("%s%s: %s to %s (%s)", sim::task_kind_name(first->kind),
-               count > 1 ? strf(" x%zu", count).c_str() : "", time_label(start).c_str(),
-               time_label(end).c_str(), time_label(end - start).c_str());
-      o += strf("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">", x0,
-                y + 1, wpx, kLaneHeight - 2, kKindColor[static_cast<int>(first->kind)]);
+          strformat("%s%s: %s to %s (%s)", sim::task_kind_name(first->kind),
+                    count > 1 ? strformat(" x%zu", count).c_str() : "", time_label(start).c_str(),
+                    time_label(end).c_str(), time_label(end - start).c_str());
+      o += strformat("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">", x0,
+                     y + 1, wpx, kLaneHeight - 2, kKindColor[static_cast<int>(first->kind)]);
       if (wpx >= 3) o += "<title>" + esc(tip) + "</title>";
       o += "</rect>";
       k += count;
@@ -387,9 +393,9 @@ std::string one_timeline(const MicroStepTimeline& m, int gas, double capacity_by
     y += kLaneHeight + 4;
   }
   if (m.with_optimizer) {
-    o += strf("<line x1=\"%.1f\" y1=\"18\" x2=\"%.1f\" y2=\"%.1f\" class=\"divider\"/>",
-              X(m.optimizer_start_s), X(m.optimizer_start_s), y);
-    o += strf(
+    o += strformat("<line x1=\"%.1f\" y1=\"18\" x2=\"%.1f\" y2=\"%.1f\" class=\"divider\"/>",
+                   X(m.optimizer_start_s), X(m.optimizer_start_s), y);
+    o += strformat(
         "<text x=\"%.1f\" y=\"%.1f\" class=\"caplabel\" text-anchor=\"%s\">optimizer "
         "step</text>",
         X(m.optimizer_start_s) + (m.optimizer_start_s > 0.8 * dur ? -4 : 4), y + 12,
@@ -400,18 +406,19 @@ std::string one_timeline(const MicroStepTimeline& m, int gas, double capacity_by
   double max_b = capacity_bytes;
   for (const auto& [t, b] : m.gpu_bytes) max_b = std::max(max_b, b);
   auto MY = [&](double b) { return y + mem_h * (1 - b / max_b); };
-  o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel\" text-anchor=\"end\">GPU memory</text>",
-            label_w - 8, y + mem_h / 2);
-  o += strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"lane\"/>", label_w,
-            y, w, mem_h);
-  o += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", label_w,
-            MY(capacity_bytes), label_w + w, MY(capacity_bytes));
-  o += strf(
+  o += strformat(
+      "<text x=\"%.1f\" y=\"%.1f\" class=\"barlabel\" text-anchor=\"end\">GPU memory</text>",
+      label_w - 8, y + mem_h / 2);
+  o += strformat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"lane\"/>",
+                 label_w, y, w, mem_h);
+  o += strformat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"cap\"/>", label_w,
+                 MY(capacity_bytes), label_w + w, MY(capacity_bytes));
+  o += strformat(
       "<text x=\"%.1f\" y=\"%.1f\" class=\"caplabel\" text-anchor=\"end\">%.1f GiB "
       "capacity</text>",
       label_w + w - 4, MY(capacity_bytes) + 12, capacity_bytes / kGiB);
   if (!m.gpu_bytes.empty()) {
-    std::string pts = strf("%.1f,%.1f ", label_w, MY(m.gpu_bytes.front().second));
+    std::string pts = strformat("%.1f,%.1f ", label_w, MY(m.gpu_bytes.front().second));
     double prev = m.gpu_bytes.front().second, peak = 0;
     double last_x = -1;
     for (const auto& [t, b] : m.gpu_bytes) {
@@ -419,15 +426,15 @@ std::string one_timeline(const MicroStepTimeline& m, int gas, double capacity_by
       peak = std::max(peak, b);
       // A step line; samples closer than half a pixel are thinned (the peak is kept below).
       if (x - last_x >= 0.5) {
-        pts += strf("%.1f,%.1f %.1f,%.1f ", x, MY(prev), x, MY(b));
+        pts += strformat("%.1f,%.1f %.1f,%.1f ", x, MY(prev), x, MY(b));
         last_x = x;
       }
       prev = b;
     }
-    pts += strf("%.1f,%.1f", label_w + w, MY(prev));
+    pts += strformat("%.1f,%.1f", label_w + w, MY(prev));
     o += "<polyline points=\"" + pts + "\" class=\"memline\"/>";
-    o += strf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\">simulated peak %.1f GiB</text>",
-              label_w + 6, y + 12, peak / kGiB);
+    o += strformat("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\">simulated peak %.1f GiB</text>",
+                   label_w + 6, y + 12, peak / kGiB);
   }
   o += "</svg>";
   return o;
@@ -437,7 +444,7 @@ std::string timeline_section(const ReportInput& in) {
   if (in.timeline == nullptr || in.timeline->shown.empty()) return "";
   const StepTimeline& t = *in.timeline;
   std::string o = "<section><h2>Timeline of one rank</h2>";
-  o += strf(
+  o += strformat(
       "<p class=\"note\">Optimizer step %s = %d micro-step%s. Each lane is one resource "
       "of the rank (CUDA streams, copy engines, CPU optimizer threads, NVMe queues); "
       "colors are task kinds. Hover a task for its times.</p>",
@@ -453,8 +460,8 @@ std::string timeline_section(const ReportInput& in) {
   o += "<div class=\"legend\">";
   for (int k = 0; k < sim::kNumTaskKinds; ++k) {
     if (!used[k]) continue;
-    o += strf("<span><i style=\"background:%s\"></i>%s</span>", kKindColor[k],
-              esc(sim::task_kind_name(static_cast<sim::TaskKind>(k))).c_str());
+    o += strformat("<span><i style=\"background:%s\"></i>%s</span>", kKindColor[k],
+                   esc(sim::task_kind_name(static_cast<sim::TaskKind>(k))).c_str());
   }
   o += "</div></section>";
   return o;
@@ -480,25 +487,25 @@ std::string summary_section(const ReportInput& in) {
   const Candidate& c = s.candidates[i];
   const Evaluation& e = s.evals[i];
   const auto& prof = p.cluster.profile;
-  o += strf("<h2>%s: %s</h2>", in.plan ? "Recommended" : "Fastest that fits",
-            esc(family_name(c)).c_str());
+  o += strformat("<h2>%s: %s</h2>", in.plan ? "Recommended" : "Fastest that fits",
+                 esc(family_name(c)).c_str());
   o += "<p class=\"knobs\">" + esc(knob_summary(c)) + "</p>";
   o += "<div class=\"metrics\">";
   auto metric = [&](const std::string& v, const std::string& label) {
     o += "<div><b>" + esc(v) + "</b><span>" + esc(label) + "</span></div>";
   };
-  metric(strf("%.2f s", e.step_time_s), "step time");
+  metric(strformat("%.2f s", e.step_time_s), "step time");
   metric(si(e.tokens_per_s), "tokens/s");
-  metric(strf("%.1f", e.tflops_per_gpu), "TFLOP/s per GPU");
-  metric(strf("%.1f%%", 100 * e.mfu), "MFU");
-  metric(strf("%.1f / %.1f GiB", e.peak_bytes[kGpu] / kGiB, prof.gpu.memory_bytes / kGiB),
+  metric(strformat("%.1f", e.tflops_per_gpu), "TFLOP/s per GPU");
+  metric(strformat("%.1f%%", 100 * e.mfu), "MFU");
+  metric(strformat("%.1f / %.1f GiB", e.peak_bytes[kGpu] / kGiB, prof.gpu.memory_bytes / kGiB),
          "GPU peak / capacity");
-  metric(strf("%.0f / %.0f GiB", e.host_peak_bytes / kGiB, prof.node.host_memory_bytes / kGiB),
+  metric(strformat("%.0f / %.0f GiB", e.host_peak_bytes / kGiB, prof.node.host_memory_bytes / kGiB),
          "host per node");
   if (e.peak_bytes[kNvme] > 0) {
-    metric(
-        strf("%.0f / %.0f GiB", e.peak_bytes[kNvme] / kGiB, prof.node.nvme_capacity_bytes / kGiB),
-        "NVMe per node");
+    metric(strformat("%.0f / %.0f GiB", e.peak_bytes[kNvme] / kGiB,
+                     prof.node.nvme_capacity_bytes / kGiB),
+           "NVMe per node");
   }
   o += "</div>";
   if (in.plan != nullptr) {
@@ -571,7 +578,7 @@ std::string render_report_html(const ReportInput& in) {
   o += "<h1>" + esc(in.title) + "</h1>";
   o +=
       "<p class=\"sub\">" +
-      esc(strf(
+      esc(strformat(
           "%s; global batch %lld samples (%s tokens) = %lld per GPU, seq %lld, %s; "
           "search: %zu configurations generated, %zu pruned by the analytic memory bound, "
           "%zu simulated, %zu fit with %.0f%% headroom",

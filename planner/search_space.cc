@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "base/text.h"
 #include "models/input_error.h"
-#include "planner/text.h"
 #include "sim/swap_buffers.h"
 
 namespace zplan::planner {
@@ -334,7 +334,7 @@ SearchSpace resolve_search_space(const Problem& problem, const KnobRequest& knob
                                  const BatchRequest& batch) {
   if (!(problem.headroom >= 0 && problem.headroom < 1)) {
     throw InputError("--headroom",
-                     "must be a fraction in [0, 1), got " + strf("%g", problem.headroom));
+                     "must be a fraction in [0, 1), got " + strformat("%g", problem.headroom));
   }
   SearchSpace s;
   s.batch = resolve_batch(problem, knobs, batch);
@@ -398,17 +398,16 @@ std::vector<Candidate> enumerate_candidates(const Problem& problem, const Search
 }
 
 sim::DsConfig base_config(const Problem& problem, const BatchPlan& batch) {
-  nlohmann::json j = nlohmann::json::object();
-  if (problem.precision == sim::Precision::kBf16) j["bf16"] = {{"enabled", true}};
-  if (problem.precision == sim::Precision::kFp16) j["fp16"] = {{"enabled", true}};
-  j["zero_optimization"] = {{"stage", 0}};
-  j["train_batch_size"] = batch.global_batch;
-  j["train_micro_batch_size_per_gpu"] = batch.per_gpu;
-  sim::ParseContext context;
-  context.dp_world_size = problem.cluster.gpus;
-  context.hidden_size = problem.model.shape().hidden;
-  context.auto_precision = problem.precision;
-  return sim::parse_ds_config(j, "planner base config", context);
+  // DsConfig's own defaults are DeepSpeed 0.19's; stage 0 leaves overlap_comm off (ZeroConfig).
+  sim::DsConfig d;
+  d.precision = problem.precision;
+  d.grad_accum_dtype = problem.precision;  // data_types.grad_accum_dtype defaults to the model's
+  d.zero.stage = 0;
+  d.zero.overlap_comm = false;
+  d.train_batch_size = batch.global_batch;
+  d.micro_batch = batch.per_gpu;  // global_batch / GPUs
+  d.gradient_accumulation_steps = 1;
+  return d;
 }
 
 sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const Problem& problem) {

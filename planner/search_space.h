@@ -1,7 +1,7 @@
 // SearchSpace: the configurations the planner considers for one model on one cluster, and the
 // global batch they all train.
 //
-// A configuration (Candidate) is one value per knob (planner/knobs.h). The space is the product
+// A configuration (Candidate) is one value per knob (sim/knobs.h). The space is the product
 // of one list per knob -- the user's, or a default list chosen for the model (docs/planner.md,
 // "Defaults") -- restricted to what DeepSpeed accepts (validate_ds_config's rules: optimizer
 // offload needs stage >= 1, NVMe optimizer offload and parameter offload need stage 3) and
@@ -19,10 +19,17 @@
 
 #include "hardware/profile.h"
 #include "models/model.h"
-#include "planner/knobs.h"
 #include "sim/ds_config/zero_config.h"
+#include "sim/knobs.h"
 
 namespace zplan::planner {
+
+// The planner searches over the knobs of sim/knobs.h (which the single-config commands' flags
+// use too), by their names here.
+using sim::Knob;
+using sim::KnobRequest;
+using sim::KnobValues;
+using sim::kNumKnobs;
 
 // What is planned: the model, the GPUs, the workload and the parts of every config the search
 // does not vary.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/text.h"
+#include "base/text.h"
 #include "sim/memory_model.h"
 
 namespace zplan::planner {
@@ -115,15 +115,15 @@ FitCheck any_frugal_fits(const Problem& problem, const SearchSpace& space, int m
     sim::DsConfig config = to_ds_config(c, base, problem);
     sim::MemoryReport m =
         sim::analyze_memory(problem.model, problem.cluster, config, problem.workload);
-    if (m.fits(problem.headroom)) return {true, c, m.tiers[kGpu].peak_bytes};
+    if (m.fit(problem.headroom).fits()) return {true, c, m.tiers[kGpu].peak_bytes};
   }
   return {};
 }
 
 std::string fit_words(const Problem& problem, const FitCheck& f) {
-  return strf("%s, micro-batch 1, checkpointing (GPU peak %s of %s by the analytic bound)",
-              family_name(f.how).c_str(), gib(f.gpu_peak_bytes).c_str(),
-              gib(problem.cluster.profile.gpu.memory_bytes).c_str());
+  return strformat("%s, micro-batch 1, checkpointing (GPU peak %s of %s by the analytic bound)",
+                   family_name(f.how).c_str(), gib(f.gpu_peak_bytes).c_str(),
+                   gib(problem.cluster.profile.gpu.memory_bytes).c_str());
 }
 
 std::optional<GpuCount> min_gpus(const Problem& problem, const SearchSpace& space,
@@ -137,11 +137,11 @@ std::string shorter_sequence_words(const Problem& problem, const SearchSpace& sp
     shorter.workload.seq_len = seq;
     FitCheck here = any_frugal_fits(shorter, space, 2, /*within_lists=*/true);
     if (here.fits) {
-      return strf(": --seq-len %lld fits on these GPUs with ", static_cast<long long>(seq)) +
+      return strformat(": --seq-len %lld fits on these GPUs with ", static_cast<long long>(seq)) +
              fit_words(shorter, here);
     }
     if (std::optional<GpuCount> g = min_gpus(shorter, space, 2, /*within_lists=*/true)) {
-      return strf(": --seq-len %lld fits on ", static_cast<long long>(seq)) +
+      return strformat(": --seq-len %lld fits on ", static_cast<long long>(seq)) +
              gpu_count_words(shorter, *g);
     }
   }
@@ -186,26 +186,26 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
       (g.at_peak[sim::Category::kActivations] + g.at_peak[sim::Category::kCheckpoints]) *
       (1 + rt.allocator_fragmentation);
   const double states = std::max(0.0, g.peak_bytes - runtime - activations);
-  if (g.peak_bytes <= usable) {
+  const sim::MemoryFit fit = least->fit(problem.headroom);
+  if (fit.gpu_fits()) {
     // The GPU fits; a per-node tier does not, and more nodes do not shrink it enough.
-    const sim::MemoryReport& m = *least;
     const double keep = 1 - problem.headroom;
-    const bool host = !m.host_fits(problem.headroom);
-    const double peak = host ? m.host_peak_bytes : m[sim::Tier::kNvme].peak_bytes;
-    const double cap = (host ? m[sim::Tier::kHost] : m[sim::Tier::kNvme]).capacity_bytes;
-    return nothing + strf(
+    const bool host = !fit.host_fits();
+    const double peak = host ? fit.peak.host : fit.peak.nvme;
+    const double cap = host ? fit.capacity.host : fit.capacity.nvme;
+    return nothing + strformat(
                          " even on %d nodes of this hardware: GPU memory would do, but %s per "
                          "node does not (peak %s of %s usable)",
                          nodes, host ? "host memory" : "NVMe", gib(peak).c_str(),
                          gib(cap * keep).c_str());
   }
   if (runtime > usable) {
-    return nothing + strf(
+    return nothing + strformat(
                          " on any number of these GPUs: the CUDA context and NCCL buffers alone "
                          "take %s of the %s usable per GPU",
                          gib(runtime).c_str(), gib(usable).c_str());
   }
-  const std::string peak = strf(
+  const std::string peak = strformat(
       "GPU peak %s of %s usable: activations %s, model states and buffers %s, CUDA context "
       "and NCCL %s",
       gib(g.peak_bytes).c_str(), gib(usable).c_str(), gib(activations).c_str(), gib(states).c_str(),
@@ -221,7 +221,7 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
            ")";
   }
   return nothing +
-         strf(
+         strformat(
              " even on %d nodes of this hardware: the model states and buffers, partitioned and "
              "offloaded %s, still exceed GPU memory (",
              nodes, how_far) +
@@ -284,10 +284,10 @@ void add_more_gpus_lines(const Problem& problem, const std::string& more,
 }  // namespace
 
 std::string gpu_count_words(const Problem& problem, const GpuCount& g) {
-  return strf("%d GPUs (%d node%s of %d): %s, micro-batch 1, checkpointing (GPU peak %s of %s)",
-              g.gpus, g.nodes, g.nodes == 1 ? "" : "s", g.gpus / g.nodes,
-              family_name(g.how).c_str(), gib(g.gpu_peak_bytes).c_str(),
-              gib(g.gpu_capacity_bytes).c_str());
+  return strformat(
+      "%d GPUs (%d node%s of %d): %s, micro-batch 1, checkpointing (GPU peak %s of %s)", g.gpus,
+      g.nodes, g.nodes == 1 ? "" : "s", g.gpus / g.nodes, family_name(g.how).c_str(),
+      gib(g.gpu_peak_bytes).c_str(), gib(g.gpu_capacity_bytes).c_str());
 }
 
 // Lines saying what would fit when nothing in the search does.
@@ -319,16 +319,16 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
   bool named_sequence = false;
   const Evaluation& e = s.evals[closest];
   const sim::Category dom = e.at_peak[kGpu].dominant();
-  if (e.gpu_over_bytes > 0 &&
+  if (!e.fit.gpu_fits() &&
       (dom == sim::Category::kActivations || dom == sim::Category::kCheckpoints)) {
     Problem shorter = problem;
     for (int64_t seq = problem.workload.seq_len / 2; seq >= 128; seq /= 2) {
       shorter.workload.seq_len = seq;
       FitCheck f = any_frugal_fits(shorter, s.space, 2, /*within_lists=*/false);
       if (f.fits) {
-        out.push_back(
-            strf("a shorter sequence: --seq-len %lld fits with ", static_cast<long long>(seq)) +
-            fit_words(shorter, f));
+        out.push_back(strformat("a shorter sequence: --seq-len %lld fits with ",
+                                static_cast<long long>(seq)) +
+                      fit_words(shorter, f));
         named_sequence = true;
         break;
       }

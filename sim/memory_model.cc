@@ -117,27 +117,12 @@ const char* phase_name(Phase phase) {
   return "?";
 }
 
-bool MemoryReport::gpu_fits(double headroom) const {
-  const TierSummary& g = (*this)[Tier::kGpu];
-  return g.peak_bytes <= g.capacity_bytes * (1 - headroom);
-}
-
-bool MemoryReport::host_fits(double headroom) const {
-  return host_peak_bytes <= (*this)[Tier::kHost].capacity_bytes * (1 - headroom);
-}
-
-bool MemoryReport::nvme_fits(double headroom) const {
-  const TierSummary& n = (*this)[Tier::kNvme];
-  return n.peak_bytes <= n.capacity_bytes * (1 - headroom);
-}
-
-bool MemoryReport::fits(double headroom) const {
-  return gpu_fits(headroom) && host_fits(headroom) && nvme_fits(headroom);
-}
-
-double MemoryReport::gpu_short_by(double headroom) const {
-  const TierSummary& g = (*this)[Tier::kGpu];
-  return std::max(0.0, g.peak_bytes - g.capacity_bytes * (1 - headroom));
+MemoryFit MemoryReport::fit(double headroom) const {
+  const TierBytes peak{(*this)[Tier::kGpu].peak_bytes, host_peak_bytes,
+                       (*this)[Tier::kNvme].peak_bytes};
+  const TierBytes capacity{(*this)[Tier::kGpu].capacity_bytes, (*this)[Tier::kHost].capacity_bytes,
+                           (*this)[Tier::kNvme].capacity_bytes};
+  return memory_fit(peak, capacity, headroom);
 }
 
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config) {

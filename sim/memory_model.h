@@ -17,9 +17,10 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/fingerprint.h"
-#include "sim/memory_breakdown.h"
-#include "sim/step_inputs.h"
 #include "sim/ds_config/zero_config.h"
+#include "sim/memory_breakdown.h"
+#include "sim/memory_fit.h"
+#include "sim/step_inputs.h"
 
 namespace zplan::sim {
 
@@ -58,12 +59,8 @@ struct MemoryReport {
   double gpu_model_state_bytes = 0;
 
   const TierSummary& operator[](Tier t) const { return tiers[static_cast<int>(t)]; }
-  bool gpu_fits(double headroom_fraction = 0) const;
-  bool host_fits(double headroom_fraction = 0) const;
-  bool nvme_fits(double headroom_fraction = 0) const;
-  bool fits(double headroom_fraction = 0) const;
-  // Bytes over capacity (after headroom) of the GPU, or 0.
-  double gpu_short_by(double headroom_fraction = 0) const;
+  // The GPU peak, the host peak (host_peak_bytes) and the NVMe peak against the tiers' capacities.
+  MemoryFit fit(double headroom_fraction = 0) const;
 };
 
 // The sizes DeepSpeed derives from (model, data-parallel size, config) before it allocates:

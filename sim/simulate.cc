@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "hardware/cost_model.h"
 #include "sim/step_builder.h"
 #include "sim/trace_writer.h"
 
@@ -197,11 +198,10 @@ void finish_rates(const hardware::Cluster& cluster, const StepBuilder& builder,
   res->model_flops_per_gpu = builder.model_flops_per_micro_step() * gas;
   res->hardware_flops_per_gpu = builder.hardware_flops_per_micro_step() * gas;
   res->tflops_per_gpu = res->model_flops_per_gpu / res->step_time_s / 1e12;
-  const double peak = config.precision == Precision::kFp32
-                          ? cluster.profile.gpu.peak_fp32_flops_per_s
-                          : cluster.profile.gpu.peak_flops_per_s;
-  res->mfu = res->model_flops_per_gpu / res->step_time_s / peak;
-  res->hfu = res->hardware_flops_per_gpu / res->step_time_s / peak;
+  res->peak_flops_per_s =
+      hardware::peak_flops_per_s(cluster.profile.gpu, precision_bytes(config.precision));
+  res->mfu = res->model_flops_per_gpu / res->step_time_s / res->peak_flops_per_s;
+  res->hfu = res->hardware_flops_per_gpu / res->step_time_s / res->peak_flops_per_s;
 }
 
 }  // namespace
@@ -260,12 +260,15 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
   }
   res.host_peak_bytes = res.peak_bytes[static_cast<int>(Tier::kPinnedHost)] +
                         res.peak_bytes[static_cast<int>(Tier::kHost)];
-  const auto& prof = cluster.profile;
-  res.fits = res.peak_bytes[static_cast<int>(Tier::kGpu)] <= prof.gpu.memory_bytes &&
-             res.host_peak_bytes <= prof.node.host_memory_bytes &&
-             res.peak_bytes[static_cast<int>(Tier::kNvme)] <= prof.node.nvme_capacity_bytes;
   // As the planner decides: a config fits only if the analytic bound fits too.
-  if (options.analytic_memory) res.fits = res.fits && res.analytic.fits();
+  TierBytes peak{res.peak_bytes[static_cast<int>(Tier::kGpu)], res.host_peak_bytes,
+                 res.peak_bytes[static_cast<int>(Tier::kNvme)]};
+  if (options.analytic_memory) {
+    const MemoryFit analytic = res.analytic.fit();
+    peak = {std::max(peak.gpu, analytic.peak.gpu), std::max(peak.host, analytic.peak.host),
+            std::max(peak.nvme, analytic.peak.nvme)};
+  }
+  res.fit = memory_fit(peak, capacity_of(cluster.profile));
   if (options.trace != nullptr) options.trace->finish();
   return res;
 }

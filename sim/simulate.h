@@ -19,6 +19,7 @@
 #include "hardware/profile.h"
 #include "models/model.h"
 #include "sim/engine.h"
+#include "sim/memory_fit.h"
 #include "sim/memory_model.h"
 #include "sim/step_graph.h"
 #include "sim/ds_config/zero_config.h"
@@ -68,6 +69,8 @@ struct StepResult {
   double tflops_per_gpu = 0;          // model FLOPs / step time
   double mfu = 0;                     // tflops_per_gpu / peak
   double hfu = 0;                     // hardware FLOPs / step time / peak
+  // The peak FLOP/s MFU and HFU are against: hardware::peak_flops_per_s at the config's precision.
+  double peak_flops_per_s = 0;
   std::array<ResourceUse, kNumResources> resources{};
   std::array<double, kNumPathParts> critical_path_s{};  // sums to step_time_s
   double wire_bytes = 0;  // bytes each rank sent in collectives per optimizer step
@@ -79,7 +82,9 @@ struct StepResult {
   std::array<MemoryBreakdown, kNumTiers> steady{};
   MemoryReport analytic;  // the analytic model's view, for the verdict and comparison
   double host_peak_bytes = 0;
-  bool fits = true;  // the simulated peaks and (if computed) the analytic bound fit capacity
+  // The larger of the simulated peak and (if computed) the analytic bound, per tier, against
+  // capacity with no headroom.
+  MemoryFit fit;
   size_t tasks = 0;
   uint64_t events = 0;
 

@@ -2,15 +2,16 @@
 # link order that the CMake targets enforce (docs/design.md). Run by ctest as
 # `cmake -DSOURCE_DIR=<repo> -P tests/include_directions.cmake`; fails naming each offending line.
 cmake_minimum_required(VERSION 3.25)
-set(_folders models hardware sim planner kernels calibrate executor cli)
+set(_folders base models hardware sim planner kernels calibrate executor cli)
 # What each folder may include besides itself.
-set(_may_models "")
-set(_may_hardware models)
-set(_may_sim hardware models)
-set(_may_planner sim hardware models)
-set(_may_kernels models)
-set(_may_calibrate kernels hardware models)
-set(_may_executor kernels sim hardware models)
+set(_may_base "")
+set(_may_models base)
+set(_may_hardware models base)
+set(_may_sim hardware models base)
+set(_may_planner sim hardware models base)
+set(_may_kernels models base)
+set(_may_calibrate kernels hardware models base)
+set(_may_executor kernels sim hardware models base)
 set(_may_cli ${_folders})
 
 set(_bad "")

@@ -709,6 +709,24 @@ DsConfig load_ds_config(const std::string& path, const ParseContext& context) {
   return parse_ds_config(load_json_file(path), path, context);
 }
 
+void complete_ds_config(DsConfig& c, const ParseContext& context, const std::string& where) {
+  if (context.dp_world_size < 1) {
+    throw InputError(where, "the data-parallel world size must be at least 1, got " +
+                                std::to_string(context.dp_world_size));
+  }
+  Locator locator(where);
+  // In parse_ds_config's order: the stage as it is read, the batch keys, then the whole.
+  internal::check_stage(c.zero.stage, locator);
+  internal::resolve_batch(
+      internal::batch_flag(kMicroKey, "--micro-batch", context.micro_batch),
+      internal::batch_flag(kGasKey, "--gas", context.gradient_accumulation_steps),
+      internal::batch_flag(kTrainKey, "--global-batch", context.train_batch_size),
+      context.dp_world_size, [&](const char*) { return json_location(where, ""); }, c);
+  check_other(c, locator);
+  check_config(c, context.dp_world_size, locator);
+  internal::reject_unmodeled_zero_features(c.zero, locator);
+}
+
 void validate_ds_config(const DsConfig& config, int dp_world_size, const std::string& where) {
   Locator locator(where);
   check_other(config, locator);

@@ -147,6 +147,13 @@ DsConfig parse_ds_config(const nlohmann::json& json, const std::string& file,
                          const ParseContext& context);
 DsConfig load_ds_config(const std::string& path, const ParseContext& context);
 
+// Completes a config built in code from settings given one by one (the command line's ZeRO
+// flags), as parse_ds_config completes a file that gives no batch keys: the batch keys are
+// resolved from context's micro_batch, gradient_accumulation_steps and train_batch_size (at
+// least one of micro_batch and train_batch_size set), then the config is checked. Throws
+// InputError naming the flag, or `where` and the JSON pointer, with parse_ds_config's messages.
+void complete_ds_config(DsConfig& config, const ParseContext& context, const std::string& where);
+
 // Checks the invariants parse_ds_config enforces on a config built in code (the planner's); throws
 // InputError with `where` as the location.
 void validate_ds_config(const DsConfig& config, int dp_world_size, const std::string& where);

@@ -29,31 +29,17 @@ namespace {
 constexpr int64_t kTrainerMicroBatch = 8;
 constexpr int64_t kTrainerGradientAccumulation = 1;
 
-struct BatchValue {
-  std::optional<int64_t> value;
-  std::string source;  // where a value not written in the file came from, for messages
-  bool trainer_default = false;  // "auto" without a flag, filled with the Trainer's default
-};
-
 BatchValue read_batch_key(const JsonReader& top, const char* key, const char* flag,
                           const std::optional<int64_t>& from_flag,
                           std::optional<int64_t> trainer_default) {
-  if (from_flag && *from_flag <= 0) {
-    throw InputError(flag, "must be a positive integer, got " + std::to_string(*from_flag));
-  }
-  // check_config's bound on micro-batch and accumulation, named by the flag.
-  if (from_flag && *from_flag > kMaxBatchCount && std::string_view(key) != kTrainKey) {
-    throw InputError(flag, std::to_string(*from_flag) + " is more than the " +
-                               std::to_string(kMaxBatchCount) + " zplan accepts");
-  }
-  const std::string flag_source = std::string(" (") + flag + ")";
+  const BatchValue given = batch_flag(key, flag, from_flag);
   if (top.is_auto(key)) {
-    if (from_flag) return {from_flag, flag_source};
+    if (from_flag) return given;
     if (!trainer_default) return {std::nullopt, ""};
     return {trainer_default, " (\"auto\": the Hugging Face Trainer's default)", true};
   }
   std::optional<int64_t> v = top.optional_integer(key);
-  if (!v) return {from_flag, from_flag ? flag_source : ""};
+  if (!v) return given;
   if (*v <= 0) top.fail(key, "must be a positive integer, got " + std::to_string(*v));
   if (from_flag && *from_flag != *v) {
     top.fail(key, "is " + std::to_string(*v) + " in the file, but " + flag + " says " +
@@ -63,6 +49,19 @@ BatchValue read_batch_key(const JsonReader& top, const char* key, const char* fl
 }
 
 }  // namespace
+
+BatchValue batch_flag(const char* key, const char* flag, const std::optional<int64_t>& from_flag) {
+  if (from_flag && *from_flag <= 0) {
+    throw InputError(flag, "must be a positive integer, got " + std::to_string(*from_flag));
+  }
+  // check_config's bound on micro-batch and accumulation, named by the flag.
+  if (from_flag && *from_flag > kMaxBatchCount && std::string_view(key) != kTrainKey) {
+    throw InputError(flag, std::to_string(*from_flag) + " is more than the " +
+                               std::to_string(kMaxBatchCount) + " zplan accepts");
+  }
+  if (!from_flag) return {};
+  return {from_flag, std::string(" (") + flag + ")"};
+}
 
 void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c) {
   const int64_t dp = context.dp_world_size;
@@ -86,13 +85,19 @@ void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c)
     if (!train.value) top.fail(kTrainKey, "is too large");
     train.source = " (\"auto\": micro-batch x accumulation x GPUs)";
   }
+  resolve_batch(micro, gas, train, dp,
+                [&](const char* key) {
+                  return key != nullptr && top.json().contains(key) ? top.location(key)
+                                                                    : top.location();
+                },
+                c);
+}
 
+void resolve_batch(BatchValue micro, BatchValue gas, BatchValue train, int64_t dp,
+                   const std::function<std::string(const char* key)>& where, DsConfig& c) {
   const bool t = train.value.has_value(), m = micro.value.has_value(), g = gas.value.has_value();
-  auto where = [&](const char* key) {
-    return top.json().contains(key) ? top.location(key) : top.location();
-  };
   if (!t && !m) {
-    throw InputError(top.location(),
+    throw InputError(where(nullptr),
                      "gives neither train_batch_size nor "
                      "train_micro_batch_size_per_gpu (nor --global-batch or "
                      "--micro-batch); DeepSpeed needs one of them");

@@ -5,6 +5,7 @@
 #ifndef ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 #define ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -116,15 +117,33 @@ inline constexpr const char* kMicroKey = "train_micro_batch_size_per_gpu";
 inline constexpr const char* kGasKey = "gradient_accumulation_steps";
 // a x b x c, or nullopt if it overflows int64.
 std::optional<int64_t> product(int64_t a, int64_t b, int64_t c);
+// One batch key as far as it is known: its value and where a value not written in a file came
+// from (" (--micro-batch)"), for messages.
+struct BatchValue {
+  std::optional<int64_t> value;
+  std::string source;
+  bool trainer_default = false;  // "auto" without a flag, filled with the Trainer's default
+};
+// The batch key `key` as its flag gives it (nothing when `from_flag` is empty). Throws
+// InputError naming `flag` for a value that is not positive, or (but for train_batch_size) more
+// than kMaxBatchCount.
+BatchValue batch_flag(const char* key, const char* flag, const std::optional<int64_t>& from_flag);
 // Resolves train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps from
 // the file, "auto" and the flags in `context` as DeepSpeed does, into `c`.
 void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c);
+// DeepSpeed's resolution of the three batch keys (_set_batch_related_parameters and
+// _batch_assertion) into `c`: a missing one derived from the others, and all checked against
+// `dp` GPUs. Errors name where(key), or where(nullptr) for the config as a whole.
+void resolve_batch(BatchValue micro, BatchValue gas, BatchValue train, int64_t dp,
+                   const std::function<std::string(const char* key)>& where, DsConfig& c);
 
 // zero_optimization (zero_optimization.cc).
 // Reads what it can, recording each problem in `errors`.
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
                                   Locator& locator, Errors& errors);
 nlohmann::json zero_optimization_to_json(const ZeroConfig& zero);
+// The stage is 0-3 (the first of check_zero_optimization's checks).
+void check_stage(int stage, const Locator& locator);
 // The invariants of a resolved ZeroConfig (ranges, stage rules of the offload blocks).
 void check_zero_optimization(const ZeroConfig& zero, const Locator& locator);
 // For configs built in code: ZeroConfig::other holds only keys DeepSpeed accepts and zplan does

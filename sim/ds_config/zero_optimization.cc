@@ -487,10 +487,14 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   return z;
 }
 
-void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
-  if (z.stage < 0 || z.stage > 3) {
-    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(z.stage));
+void check_stage(int stage, const Locator& loc) {
+  if (stage < 0 || stage > 3) {
+    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage));
   }
+}
+
+void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
+  check_stage(z.stage, loc);
   // DeepSpeed declares every size Field(ge=0) (zero/config.py), and 0 runs where it means
   // something: reduce_bucket_size 0 reduces each gradient on its own, as a tensor larger than
   // the bucket is (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads, stage3.py

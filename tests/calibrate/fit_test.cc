@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/units.h"
 #include "calibrate/collective_sweep.h"
 #include "calibrate/fake_backend.h"
 #include "hardware/cost_model.h"
@@ -14,8 +15,6 @@ namespace zplan::calibrate {
 namespace {
 
 using hardware::Collective;
-constexpr double kKiB = 1024;
-constexpr double kMiB = 1024 * 1024;
 
 std::vector<Sample> line(double alpha, double beta, double min_bytes, double max_bytes) {
   std::vector<Sample> s;

@@ -5,11 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/units.h"
+
 namespace zplan::hardware {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kUs = 1e-6;
 
 Cluster stock(const char* name, int gpus, int nodes = 1) {

@@ -35,7 +35,7 @@ void check_fits(const Problem& p, const Evaluation& e) {
   CHECK(e.host_peak_bytes <= prof.node.host_memory_bytes * keep);
   CHECK(e.peak_bytes[static_cast<int>(sim::Tier::kNvme)] <= prof.node.nvme_capacity_bytes * keep);
   // The analytic bound of the same config fits too.
-  CHECK(e.gpu_over_bytes == 0);
+  CHECK(e.fit.over.gpu == 0);
 }
 
 TEST_CASE("the recommended config always fits, and ranks above everything that does not",

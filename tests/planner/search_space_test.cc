@@ -135,6 +135,31 @@ TEST_CASE("contradictory knob lists are one-line InputErrors naming the flags", 
   CHECK_NOTHROW(space(p, knobs({{Knob::kOffloadParam, "nvme"}})));  // stages default to 0-3
 }
 
+TEST_CASE("the base config, built field by field, is what DeepSpeed reads of the same JSON",
+          "[planner]") {
+  // base_config sets DsConfig's fields directly; parse_ds_config of the equivalent ds_config
+  // (precision block, stage 0, the two batch keys) must resolve to the same config.
+  for (sim::Precision precision :
+       {sim::Precision::kBf16, sim::Precision::kFp16, sim::Precision::kFp32}) {
+    Problem p = problem("125m", "a100", 8);
+    p.precision = precision;
+    const BatchPlan batch = space(p).batch;
+    nlohmann::json j = {{"zero_optimization", {{"stage", 0}}},
+                        {"train_batch_size", batch.global_batch},
+                        {"train_micro_batch_size_per_gpu", batch.per_gpu}};
+    if (precision != sim::Precision::kFp32) j[sim::precision_name(precision)] = {{"enabled", true}};
+    sim::ParseContext context;
+    context.dp_world_size = p.cluster.gpus;
+    const sim::DsConfig parsed = sim::parse_ds_config(j, "base", context);
+    const sim::DsConfig built = base_config(p, batch);
+    INFO(sim::precision_name(precision));
+    CHECK(sim::ds_config_to_json(built) == sim::ds_config_to_json(parsed));
+    CHECK(built.zero.overlap_comm == parsed.zero.overlap_comm);
+    CHECK(built.grad_accum_dtype == parsed.grad_accum_dtype);
+    CHECK_NOTHROW(sim::validate_ds_config(built, p.cluster.gpus, "base"));
+  }
+}
+
 TEST_CASE("every enumerated config is valid, canonical and distinct", "[planner]") {
   for (const char* model : {"20b", "llama3-8b", "1.3b"}) {
     Problem p = problem(model, "a100", 8);

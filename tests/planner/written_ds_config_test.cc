@@ -15,9 +15,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "planner/launch.h"
 #include "planner/search_space.h"
-#include "planner/text.h"
 #include "tests/planner/planner_test_util.h"
 
 namespace zplan::planner {
@@ -31,18 +31,29 @@ using testing::problem;
 
 // Top-level keys zplan may write, each one DeepSpeedConfig reads (runtime/config.py
 // _initialize_params; runtime/constants.py names them).
-const std::set<std::string> kTopKeys = {
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-    "gradient_clipping", "fp16", "bf16", "zero_optimization", "optimizer", "aio",
-    "activation_checkpointing", "data_types"};
+const std::set<std::string> kTopKeys = {"train_batch_size",
+                                        "train_micro_batch_size_per_gpu",
+                                        "gradient_accumulation_steps",
+                                        "gradient_clipping",
+                                        "fp16",
+                                        "bf16",
+                                        "zero_optimization",
+                                        "optimizer",
+                                        "aio",
+                                        "activation_checkpointing",
+                                        "data_types"};
 // runtime/precision_config.py: DeepSpeedFP16Config, DeepSpeedBF16Config (extra="forbid").
-const std::set<std::string> kFp16Keys = {"enabled", "auto_cast", "loss_scale",
-                                         "initial_scale_power", "loss_scale_window", "hysteresis",
-                                         "consecutive_hysteresis", "min_loss_scale",
+const std::set<std::string> kFp16Keys = {"enabled",
+                                         "auto_cast",
+                                         "loss_scale",
+                                         "initial_scale_power",
+                                         "loss_scale_window",
+                                         "hysteresis",
+                                         "consecutive_hysteresis",
+                                         "min_loss_scale",
                                          "fp16_master_weights_and_grads"};
 const std::set<std::string> kBf16Keys = {"enabled", "immediate_grad_update", "check_grad_overflow",
-                                         "bf16_master_weights_and_grads",
-                                         "bf16_optimizer_states"};
+                                         "bf16_master_weights_and_grads", "bf16_optimizer_states"};
 // runtime/zero/config.py DeepSpeedZeroConfig: the keys each stage's code reads
 // (zero/stage_1_and_2.py, zero/stage3.py, zero/parameter_offload.py); zplan writes no others.
 const std::set<std::string> kZeroAnyStage = {"stage", "contiguous_gradients", "reduce_bucket_size",
@@ -67,9 +78,9 @@ const std::set<std::string> kOffloadOptimizerKeys = {
 const std::set<std::string> kAioInts = {"block_size", "queue_depth", "intra_op_parallelism"};
 const std::set<std::string> kAioBools = {"single_submit", "overlap_events", "use_gds"};
 // runtime/config.py DEEPSPEED_OPTIMIZERS (compared lower-cased).
-const std::set<std::string> kOptimizers = {"adam", "adamw", "lamb", "onebitadam", "zerooneadam",
-                                           "onebitlamb", "adagrad", "lion", "muadam", "muadamw",
-                                           "musgd", "muon"};
+const std::set<std::string> kOptimizers = {"adam",        "adamw",      "lamb",    "onebitadam",
+                                           "zerooneadam", "onebitlamb", "adagrad", "lion",
+                                           "muadam",      "muadamw",    "musgd",   "muon"};
 
 bool is_count(const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; }
 
@@ -284,8 +295,8 @@ void check_trainer_rules(const json& j, const Expected& e, const LaunchCommands&
   // "deepspeed's default mode is fp16 unless there is a config that says differently": bf16 if
   // bf16.enabled, fp32 if fp16.enabled is false, else fp16.
   const bool says_bf16 = j.contains("bf16") && j["bf16"].value("enabled", false);
-  const bool says_no_fp16 = j.contains("fp16") && j["fp16"].contains("enabled") &&
-                            j["fp16"]["enabled"] == false;
+  const bool says_no_fp16 =
+      j.contains("fp16") && j["fp16"].contains("enabled") && j["fp16"]["enabled"] == false;
   const sim::Precision trainer_dtype = says_bf16      ? sim::Precision::kBf16
                                        : says_no_fp16 ? sim::Precision::kFp32
                                                       : sim::Precision::kFp16;
@@ -314,8 +325,7 @@ void check_launchers(const json& j, const Expected& e, const LaunchCommands& l,
     CHECK(std::stoi(flag_value(m, "--zero-stage", false)) == e.candidate.stage());
     CHECK(!flag_value(m, "--bf16", true).empty() == (e.precision == sim::Precision::kBf16));
     CHECK(!flag_value(m, "--fp16", true).empty() == (e.precision == sim::Precision::kFp16));
-    CHECK(std::stod(flag_value(m, "--clip-grad", false)) ==
-          j["gradient_clipping"].get<double>());
+    CHECK(std::stod(flag_value(m, "--clip-grad", false)) == j["gradient_clipping"].get<double>());
     // A client optimizer under ZeRO-Offload must be DeepSpeedCPUAdam (engine.py
     // _configure_optimizer, zero_force_ds_cpu_optimizer).
     CHECK(!flag_value(m, "--cpu-optimizer", true).empty() ==
@@ -326,14 +336,14 @@ void check_launchers(const json& j, const Expected& e, const LaunchCommands& l,
     CHECK(l.megatron.empty());
   }
   CHECK(l.accelerate.find("--deepspeed_config_file ds.json") != std::string::npos);
-  CHECK(l.accelerate.find(strf("--num_processes %d", e.world)) != std::string::npos);
+  CHECK(l.accelerate.find(strformat("--num_processes %d", e.world)) != std::string::npos);
   if (e.nodes > 1) {
     const std::vector<std::string> w = words(l.hf_trainer);
     CHECK(flag_value(w, "--hostfile", false) == "hostfile");
     CHECK(std::stoi(flag_value(w, "--num_nodes", false)) == e.nodes);
     CHECK(std::stoi(flag_value(w, "--num_gpus", false)) == e.gpus_per_node);
-    CHECK(l.hostfile.find(strf("slots=%d", e.gpus_per_node)) != std::string::npos);
-    CHECK(l.accelerate.find(strf("--num_machines %d", e.nodes)) != std::string::npos);
+    CHECK(l.hostfile.find(strformat("slots=%d", e.gpus_per_node)) != std::string::npos);
+    CHECK(l.accelerate.find(strformat("--num_machines %d", e.nodes)) != std::string::npos);
   } else {
     CHECK(l.hostfile.empty());
   }
@@ -350,24 +360,39 @@ struct Plan {
 TEST_CASE("every written ds_config follows DeepSpeed's and the Trainer's rules", "[planner]") {
   const std::vector<Plan> plans = {
       // Stages 0-3 with every offload, bf16, one node.
-      {"6.7b", "a100-40g", 8, sim::Precision::kBf16,
+      {"6.7b",
+       "a100-40g",
+       8,
+       sim::Precision::kBf16,
        {{Knob::kStage, "0,1,2,3"},
         {Knob::kOffloadOptimizer, "none,cpu,nvme"},
         {Knob::kOffloadParam, "none,cpu,nvme"},
         {Knob::kMicroBatch, "1,2"}}},
       // fp16 on one V100, bucket variants.
-      {"1.3b", "v100", 1, sim::Precision::kFp16,
+      {"1.3b",
+       "v100",
+       1,
+       sim::Precision::kFp16,
        {{Knob::kMicroBatch, "1"}, {Knob::kReduceBucket, "5e7,5e8"}}},
       // fp32, two nodes, stage-3 knob variants.
-      {"13b", "a100", 16, sim::Precision::kFp32,
+      {"13b",
+       "a100",
+       16,
+       sim::Precision::kFp32,
        {{Knob::kMicroBatch, "1"},
         {Knob::kCheckpointing, "none,full"},
         {Knob::kPrefetchBucket, "1e7,5e7"},
         {Knob::kSubGroupSize, "1e8,1e9"}}},
       // The NVMe cases: slices of 525,336,576 and 131,334,144 elements.
-      {"llama3-8b", "a100-40g", 1, sim::Precision::kBf16,
+      {"llama3-8b",
+       "a100-40g",
+       1,
+       sim::Precision::kBf16,
        {{Knob::kStage, "3"}, {Knob::kOffloadParam, "nvme"}, {Knob::kMicroBatch, "1"}}},
-      {"llama3-70b", "a100", 8, sim::Precision::kBf16,
+      {"llama3-70b",
+       "a100",
+       8,
+       sim::Precision::kBf16,
        {{Knob::kStage, "3"}, {Knob::kOffloadParam, "nvme"}, {Knob::kMicroBatch, "1"}}},
   };
   int files = 0;
@@ -390,8 +415,8 @@ TEST_CASE("every written ds_config follows DeepSpeed's and the Trainer's rules",
       e.candidate = c;
       const sim::DsConfig planned = to_ds_config(c, base, p);
       for (DsConfigFormat format : {DsConfigFormat::kDeepSpeed, DsConfigFormat::kHf}) {
-        INFO(plan.model << " on " << plan.gpus << " x " << plan.hw << ": "
-                        << short_description(c) << ", " << ds_config_format_name(format));
+        INFO(plan.model << " on " << plan.gpus << " x " << plan.hw << ": " << short_description(c)
+                        << ", " << ds_config_format_name(format));
         const sim::DsConfig written = runnable_config(planned, format);
         REQUIRE_NOTHROW(sim::validate_ds_config(written, p.cluster.gpus, "written"));
         const json j = sim::ds_config_to_json(written);
@@ -421,9 +446,9 @@ TEST_CASE("the issue's NVMe cases get swap buffers that hold the largest slice",
     int gpus;
     int64_t buffer_size;
   };
-  for (const Case& c : {Case{"llama3-8b", "a100-40g", 1, 525'336'576},
-                        Case{"llama3-70b", "a100", 8, 131'334'144},
-                        Case{"llama2-7b", "a100", 8, 100'000'000}}) {  // 16M-element slices
+  for (const Case& c :
+       {Case{"llama3-8b", "a100-40g", 1, 525'336'576}, Case{"llama3-70b", "a100", 8, 131'334'144},
+        Case{"llama2-7b", "a100", 8, 100'000'000}}) {  // 16M-element slices
     INFO(c.model);
     Problem p = problem(c.model, c.hw, c.gpus);
     const SearchSpace space = resolve_search_space(

@@ -260,13 +260,13 @@ TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs bo
   CHECK(at[Category::kRuntime] ==
         Approx(runtime + frag * (at.total() - at[Category::kRuntime])).epsilon(1e-9));
   CHECK(r.peak_bytes[gpu] == Approx(at.total()).epsilon(1e-12));
-  CHECK_FALSE(r.analytic.fits());
-  CHECK_FALSE(r.fits);
+  CHECK_FALSE(r.analytic.fit().fits());
+  CHECK_FALSE(r.fit.fits());
   // With activation checkpointing both views fit.
   c.activation_checkpointing.enabled = true;
   StepResult ok = simulate_step(model, cluster, c, Workload{2048, true});
-  CHECK(ok.analytic.fits());
-  CHECK(ok.fits);
+  CHECK(ok.analytic.fit().fits());
+  CHECK(ok.fit.fits());
 }
 
 TEST_CASE("the critical path accounts for the whole step", "[simulate]") {

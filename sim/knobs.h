@@ -1,13 +1,14 @@
-// Knobs: the settings the planner searches over (ZeRO stage, offload devices, micro-batch,
-// activation checkpointing, bucket and prefetch sizes, overlap_comm), and the lists of values to
-// try for each, written the way the command line writes them: "1,2,3", "1-8", "5e7,2e8,5e8",
-// "none,cpu", "none,full".
+// Knobs: the ds_config settings the planner searches over (ZeRO stage, offload devices,
+// micro-batch, activation checkpointing, bucket and prefetch sizes, overlap_comm) and the
+// single-config commands set with one flag each, and the lists of values to try for each, written
+// the way the command line writes them: "1,2,3", "1-8", "5e7,2e8,5e8", "none,cpu", "none,full".
+// They live here, below the planner and the command line, so that both read a value one way.
 //
 // Every knob's value is an int64: a stage number, an OffloadDevice (0 none, 1 cpu, 2 nvme), 0/1
 // for the on/off knobs, a micro-batch in samples, or a size in elements as DeepSpeed counts them.
 // Lists keep the order they were given in, without repeats.
-#ifndef ZPLAN_PLANNER_KNOBS_H_
-#define ZPLAN_PLANNER_KNOBS_H_
+#ifndef ZPLAN_SIM_KNOBS_H_
+#define ZPLAN_SIM_KNOBS_H_
 
 #include <array>
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zplan::planner {
+namespace zplan::sim {
 
 enum class Knob : uint8_t {
   kStage,
@@ -96,6 +97,6 @@ class KnobRequest {
   std::array<std::string, kNumKnobs> sources_;  // empty: the knob's flag
 };
 
-}  // namespace zplan::planner
+}  // namespace zplan::sim
 
-#endif  // ZPLAN_PLANNER_KNOBS_H_
+#endif  // ZPLAN_SIM_KNOBS_H_

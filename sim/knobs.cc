@@ -1,4 +1,4 @@
-#include "planner/knobs.h"
+#include "sim/knobs.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +8,7 @@
 
 #include "models/input_error.h"
 
-namespace zplan::planner {
+namespace zplan::sim {
 
 namespace {
 
@@ -313,4 +313,4 @@ void KnobRequest::set_from_assignment(const std::string& assignment, const std::
   sources_[index(*k)] = where + " " + name;
 }
 
-}  // namespace zplan::planner
+}  // namespace zplan::sim

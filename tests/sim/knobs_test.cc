@@ -1,11 +1,11 @@
 // Knob lists as the command line writes them: values, ranges, words, and one-line errors.
-#include "planner/knobs.h"
+#include "sim/knobs.h"
 
 #include <catch2/catch.hpp>
 
 #include "models/input_error.h"
 
-namespace zplan::planner {
+namespace zplan::sim {
 namespace {
 
 KnobValues parse(Knob k, const std::string& text) { return parse_knob_values(k, text, "--x"); }
@@ -24,7 +24,7 @@ std::string error_of(Knob k, const std::string& text) {
   return "";
 }
 
-TEST_CASE("knob lists: values, integer and geometric ranges, words", "[planner]") {
+TEST_CASE("knob lists: values, integer and geometric ranges, words", "[sim]") {
   CHECK(parse(Knob::kStage, "1,2,3") == KnobValues{1, 2, 3});
   CHECK(parse(Knob::kStage, "3, 1") == KnobValues{3, 1});  // order kept
   CHECK(parse(Knob::kMicroBatch, "1-8") == KnobValues{1, 2, 3, 4, 5, 6, 7, 8});
@@ -43,7 +43,7 @@ TEST_CASE("knob lists: values, integer and geometric ranges, words", "[planner]"
   CHECK(parse(Knob::kOverlapComm, "true,off") == KnobValues{1, 0});
 }
 
-TEST_CASE("knob values print the way people write them", "[planner]") {
+TEST_CASE("knob values print the way people write them", "[sim]") {
   CHECK(format_knob_value(Knob::kReduceBucket, 500'000'000) == "5e8");
   CHECK(format_knob_value(Knob::kReduceBucket, 37'748'736) == "37748736");
   CHECK(format_knob_value(Knob::kReduceBucket, 25'000'000) == "25e6");
@@ -52,7 +52,7 @@ TEST_CASE("knob values print the way people write them", "[planner]") {
   CHECK(format_knob_values(Knob::kStage, {1, 2}) == "1,2");
 }
 
-TEST_CASE("bad knob lists are one-line InputErrors naming the flag", "[planner]") {
+TEST_CASE("bad knob lists are one-line InputErrors naming the flag", "[sim]") {
   CHECK(error_of(Knob::kStage, "").find("empty list") != std::string::npos);
   CHECK(error_of(Knob::kStage, "1,,2").find("empty item") != std::string::npos);
   CHECK(error_of(Knob::kMicroBatch, "8-1").find("runs backwards") != std::string::npos);
@@ -75,7 +75,7 @@ TEST_CASE("bad knob lists are one-line InputErrors naming the flag", "[planner]"
   CHECK(parse(Knob::kStage, "0-3:9") == KnobValues{0});
 }
 
-TEST_CASE("one knob value, as the single-config commands' flags read it", "[planner]") {
+TEST_CASE("one knob value, as the single-config commands' flags read it", "[sim]") {
   CHECK(parse_knob_value(Knob::kOffloadOptimizer, "CPU", "--offload-optimizer") == 1);
   CHECK(parse_knob_value(Knob::kReduceBucket, "5e8", "--reduce-bucket") == 500'000'000);
   CHECK_THROWS_WITH(parse_knob_value(Knob::kReduceBucket, "1e30", "--reduce-bucket"),
@@ -84,7 +84,7 @@ TEST_CASE("one knob value, as the single-config commands' flags read it", "[plan
                     Catch::Contains("not a number"));
 }
 
-TEST_CASE("which stages read which knob", "[planner]") {
+TEST_CASE("which stages read which knob", "[sim]") {
   for (int64_t stage = 0; stage <= 3; ++stage) {
     CHECK((stage_ignores(Knob::kPrefetchBucket, stage) == nullptr) == (stage == 3));
     CHECK((stage_ignores(Knob::kAllgatherBucket, stage) == nullptr) == (stage == 1 || stage == 2));
@@ -93,7 +93,7 @@ TEST_CASE("which stages read which knob", "[planner]") {
   }
 }
 
-TEST_CASE("knob NAME=LIST flags take ds_config names and rejects unknown knobs", "[planner]") {
+TEST_CASE("knob NAME=LIST flags take ds_config names and rejects unknown knobs", "[sim]") {
   KnobRequest r;
   r.set_from_assignment("stage3_max_live_parameters=1e8,1e9", "--knob");
   REQUIRE(r.given(Knob::kMaxLive));
@@ -112,4 +112,4 @@ TEST_CASE("knob NAME=LIST flags take ds_config names and rejects unknown knobs",
 }
 
 }  // namespace
-}  // namespace zplan::planner
+}  // namespace zplan::sim

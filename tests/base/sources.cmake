@@ -1,0 +1,3 @@
+list(APPEND ZPLAN_TEST_SOURCES
+  base/text_test.cc
+)
