@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "calibrate/interrupt.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 

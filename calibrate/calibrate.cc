@@ -17,8 +17,8 @@
 #include "calibrate/registry.h"
 #include "hardware/cost_model.h"
 #include "kernels/config.h"
-#include "models/atomic_file.h"
-#include "models/input_error.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/units.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 

@@ -1,6 +1,6 @@
 // What an interrupted calibration leaves behind: nothing.
 //
-// A calibration writes its profile only at the very end, atomically (models/atomic_file.h), so a
+// A calibration writes its profile only at the very end, atomically (base/atomic_file.h), so a
 // run killed halfway never leaves a partial profile. The probes' temporary files (the NVMe probe's
 // scratch files) are unlinked as soon as they are open, so even SIGKILL leaves none; for the short
 // window between creating a file and unlinking it, its path is registered here and the handlers

@@ -7,7 +7,7 @@
 #include "calibrate/collective_sweep.h"
 #include "calibrate/gpu_info.h"
 #include "hardware/cost_model.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 

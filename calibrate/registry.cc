@@ -4,7 +4,7 @@
 
 #include "calibrate/fake_backend.h"
 #include "kernels/config.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #if ZPLAN_HAVE_CUDA
 #include "kernels/cuda_info.h"
 #endif

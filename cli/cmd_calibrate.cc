@@ -12,8 +12,8 @@
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "hardware/profile.h"
-#include "models/atomic_file.h"
-#include "models/input_error.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
 
 namespace zplan::cli {
 

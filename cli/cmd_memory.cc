@@ -10,7 +10,7 @@
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/estimators.h"
 #include "sim/memory_model.h"
 

@@ -10,8 +10,8 @@
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
-#include "models/atomic_file.h"
-#include "models/input_error.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
 #include "sim/simulate.h"
 #include "sim/trace_writer.h"
 

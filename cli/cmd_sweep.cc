@@ -12,8 +12,8 @@
 #include "cli/describe.h"
 #include "cli/plan_options.h"
 #include "cli/table.h"
-#include "models/atomic_file.h"
-#include "models/input_error.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
 #include "planner/report_html.h"
 #include "planner/timeline.h"
 

@@ -16,8 +16,8 @@
 #include "executor/device.h"
 #include "executor/launch.h"
 #include "executor/validate.h"
-#include "models/atomic_file.h"
-#include "models/input_error.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
 #include "sim/trace_writer.h"
 
 namespace zplan::cli {

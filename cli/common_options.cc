@@ -5,7 +5,7 @@
 
 #include "base/text.h"
 #include "models/catalog.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/knobs.h"
 #include "sim/swap_buffers.h"
 

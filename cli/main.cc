@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "kernels/config.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "base/text.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "planner/text.h"
 
 namespace zplan::cli {

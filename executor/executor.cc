@@ -21,7 +21,7 @@
 #include "base/text.h"
 #include "base/units.h"
 #include "executor/rank.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/memory_model.h"
 #include "sim/step_builder.h"
 

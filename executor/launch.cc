@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "executor/executor.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::executor {
 

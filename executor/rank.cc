@@ -14,7 +14,7 @@
 
 #include "executor/data.h"
 #include "executor/rank_internal.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/memory_model.h"
 
 namespace zplan::executor {

@@ -11,7 +11,7 @@
 
 #include "executor/rank.h"
 #include "executor/rank_internal.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/memory_model.h"
 
 namespace zplan::executor {

@@ -10,7 +10,7 @@
 
 #include <sched.h>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::executor {
 

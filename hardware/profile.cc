@@ -15,8 +15,8 @@
 
 #include "base/units.h"
 #include "hardware/stock_profiles.h"
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 
 namespace zplan::hardware {
 

@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::kernels {
 

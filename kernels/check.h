@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::kernels {
 

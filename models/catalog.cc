@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "models/atomic_file.h"
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/atomic_file.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "models/model_internal.h"
 
 namespace zplan::models {

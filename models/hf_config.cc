@@ -12,8 +12,8 @@
 #include <string>
 
 #include "models/catalog.h"
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "models/model_internal.h"
 
 namespace zplan::models {

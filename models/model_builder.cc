@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "models/model.h"
 #include "models/model_internal.h"
 

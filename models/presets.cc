@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "models/model_internal.h"
 
 namespace zplan::models::internal {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "base/text.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "planner/launch.h"
 #include "planner/text.h"
 #include "planner/what_would_fit.h"

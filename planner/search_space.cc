@@ -5,7 +5,7 @@
 #include <set>
 
 #include "base/text.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/swap_buffers.h"
 
 namespace zplan::planner {

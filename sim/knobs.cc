@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::sim {
 

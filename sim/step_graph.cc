@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/periodic.h"
 #include "sim/time.h"
 

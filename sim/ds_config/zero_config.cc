@@ -10,8 +10,8 @@
 #include <cmath>
 #include <vector>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "sim/ds_config/zero_config_internal.h"
 
 namespace zplan::sim {

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "sim/ds_config/zero_config.h"
 #include "sim/ds_config/zero_config_internal.h"
 

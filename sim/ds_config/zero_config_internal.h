@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim::internal {

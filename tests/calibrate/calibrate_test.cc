@@ -11,7 +11,7 @@
 #include "hardware/cost_model.h"
 #include "kernels/config.h"
 #include "models/catalog.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/simulate.h"
 #include "tests/sim/sim_test_util.h"
 

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "calibrate/fake_backend.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 namespace {

@@ -12,7 +12,7 @@
 #include "calibrate/registry.h"
 #include "kernels/check.h"
 #include "kernels/config.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 namespace {

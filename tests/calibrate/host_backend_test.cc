@@ -11,7 +11,7 @@
 
 #include "calibrate/block_io.h"
 #include "calibrate/calibrate.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "tests/calibrate/calibrate_test_util.h"
 
 namespace zplan::calibrate {

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/config.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::calibrate {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/atomic_file.h"
+#include "base/atomic_file.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace zplan::testing {

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "executor/executor.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "tests/executor/executor_test_util.h"
 
 namespace zplan::executor {

@@ -13,7 +13,7 @@
 
 #include "executor/layout.h"
 #include "executor/validate.h"
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/step_builder.h"
 #include "tests/executor/executor_test_util.h"
 #include "tests/executor/mlp_reference.h"

@@ -10,8 +10,8 @@
 
 #include "hardware/profile.h"
 #include "models/catalog.h"
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace {

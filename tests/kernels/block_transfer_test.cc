@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::kernels {
 namespace {

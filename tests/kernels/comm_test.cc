@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan::kernels {
 namespace {

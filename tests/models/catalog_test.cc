@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "models/catalog.h"
-#include "models/json_reader.h"
+#include "base/json_reader.h"
 #include "models/model.h"
 #include "tests/models/test_util.h"
 

@@ -1,5 +1,4 @@
 list(APPEND ZPLAN_TEST_SOURCES
-  models/json_reader_test.cc
   models/activations_test.cc
   models/catalog_test.cc
   models/hf_config_test.cc

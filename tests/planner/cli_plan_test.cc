@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "models/atomic_file.h"
+#include "base/atomic_file.h"
 #include "sim/ds_config/zero_config.h"
 #include "tests/cli/cli_test_util.h"
 

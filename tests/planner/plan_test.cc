@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "planner/report_html.h"
 #include "planner/timeline.h"
 #include "tests/planner/planner_test_util.h"

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "tests/planner/planner_test_util.h"
 
 namespace zplan::planner {

@@ -13,8 +13,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "tests/sim/zero_config_test_util.h"
 
 namespace zplan::sim {

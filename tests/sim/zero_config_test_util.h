@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim::testing {

@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 #include "sim/ds_config/zero_config.h"
 #include "tests/sim/zero_config_test_util.h"
 

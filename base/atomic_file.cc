@@ -1,4 +1,4 @@
-#include "models/atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan {
 

@@ -1,8 +1,8 @@
 // JsonReader and the JSON file helpers: every failure is an InputError naming the place.
 #include <catch2/catch.hpp>
 
-#include "models/input_error.h"
-#include "models/json_reader.h"
+#include "base/input_error.h"
+#include "base/json_reader.h"
 
 namespace zplan {
 namespace {

@@ -5,8 +5,8 @@
 // ("a100.json: /gpu/memory_gib"), or a flag ("--gpus") -- and what is wrong with it. Only
 // cli/main.cc catches it; it prints what() and exits with kExitBadInput. Bugs are assertions,
 // and expected outcomes ("does not fit") are values, never InputErrors.
-#ifndef ZPLAN_MODELS_INPUT_ERROR_H_
-#define ZPLAN_MODELS_INPUT_ERROR_H_
+#ifndef ZPLAN_BASE_INPUT_ERROR_H_
+#define ZPLAN_BASE_INPUT_ERROR_H_
 
 #include <stdexcept>
 #include <string>
@@ -35,4 +35,4 @@ std::string ascii_lower(std::string text);
 
 }  // namespace zplan
 
-#endif  // ZPLAN_MODELS_INPUT_ERROR_H_
+#endif  // ZPLAN_BASE_INPUT_ERROR_H_

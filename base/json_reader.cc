@@ -1,4 +1,4 @@
-#include "models/json_reader.h"
+#include "base/json_reader.h"
 
 #include <cmath>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan {
 

@@ -6,8 +6,8 @@
 //   "a100.json: /node/pcie_h2d_pinned_gbps: must be a positive number, got -3".
 // Getters throw InputError; they never return a default for a required key. A reader holds a
 // reference to the JSON value it wraps: keep the document alive while readers of it exist.
-#ifndef ZPLAN_MODELS_JSON_READER_H_
-#define ZPLAN_MODELS_JSON_READER_H_
+#ifndef ZPLAN_BASE_JSON_READER_H_
+#define ZPLAN_BASE_JSON_READER_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -98,4 +98,4 @@ std::string describe_json_value(const nlohmann::json& value);
 
 }  // namespace zplan
 
-#endif  // ZPLAN_MODELS_JSON_READER_H_
+#endif  // ZPLAN_BASE_JSON_READER_H_

@@ -5,8 +5,8 @@
 // when zplan is killed halfway. The content is written to a hidden temporary file in the same
 // directory, flushed to disk, and then moved into place with one rename (or, when replacing is
 // not allowed, one link, so an existing file is never clobbered even by a race).
-#ifndef ZPLAN_MODELS_ATOMIC_FILE_H_
-#define ZPLAN_MODELS_ATOMIC_FILE_H_
+#ifndef ZPLAN_BASE_ATOMIC_FILE_H_
+#define ZPLAN_BASE_ATOMIC_FILE_H_
 
 #include <string>
 #include <string_view>
@@ -31,4 +31,4 @@ bool path_exists(const std::string& path);
 
 }  // namespace zplan
 
-#endif  // ZPLAN_MODELS_ATOMIC_FILE_H_
+#endif  // ZPLAN_BASE_ATOMIC_FILE_H_

@@ -1,4 +1,4 @@
-#include "models/input_error.h"
+#include "base/input_error.h"
 
 namespace zplan {
 
