@@ -668,6 +668,17 @@ void reject_sequence_parallel(const JsonReader& top) {
   }
 }
 
+// The checks on the top-level keys DsConfig keeps in DsConfig::other: what DeepSpeed validates
+// or zplan refuses there. `top` is the whole file when reading, DsConfig::other when validating
+// a config built in code.
+void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
+  errors.step([&] { check_communication_data_type(top); });
+  errors.step([&] { read_compile(top, errors); });
+  errors.step([&] { reject_apex_amp(top); });
+  errors.step([&] { reject_autotp(top); });
+  errors.step([&] { reject_sequence_parallel(top); });
+}
+
 }  // namespace
 
 DsConfig parse_ds_config(const json& document, const std::string& file,
@@ -691,12 +702,8 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   errors.step([&] { read_activation_checkpointing(top, c); });
   errors.step([&] { read_aio(top, c); });
   errors.step([&] { read_gradient_clipping(top, c); });
-  errors.step([&] { check_communication_data_type(top); });
   keep_unmodeled_top_keys(document, c);
-  errors.step([&] { read_compile(top, errors); });
-  errors.step([&] { reject_apex_amp(top); });
-  errors.step([&] { reject_autotp(top); });
-  errors.step([&] { reject_sequence_parallel(top); });
+  check_unmodeled_top_keys(top, errors);
   errors.throw_if_any();
   // The cross-field checks need every value read, so they come after.
   check_config(c, context.dp_world_size, locator);
@@ -731,11 +738,35 @@ void validate_ds_config(const DsConfig& config, int dp_world_size, const std::st
   Locator locator(where);
   check_other(config, locator);
   check_config(config, dp_world_size, locator);
-  // What is written must read back: this type-checks the blocks passed through in `other`.
+  internal::reject_unmodeled_zero_features(config.zero, locator);
+  // The blocks passed through in DsConfig::other get the checks a file's would: the fp16/bf16
+  // members DsConfig does not model, and the top-level keys it keeps whole.
+  // A block's checks that depend on "enabled" see the config's precision ("auto" stands for it).
+  json blocks = json::object();
+  for (const char* name : {"fp16", "bf16"}) {
+    auto it = config.other.find(name);
+    if (it == config.other.end() || !it->is_object()) continue;
+    blocks[name] = *it;
+    blocks[name]["enabled"] = "auto";
+  }
   ParseContext context;
   context.dp_world_size = dp_world_size;
   context.auto_precision = config.precision;
-  parse_ds_config(ds_config_to_json(config), where, context);
+  const JsonReader precision_blocks(blocks, where);
+  const JsonReader other(config.other, where);
+  Errors errors;
+  DsConfig scratch;  // what read_precision_block keeps of the blocks is already in config.other
+  errors.step([&] {
+    read_precision_block(precision_blocks, "fp16", true, context, config.zero.stage, scratch,
+                         errors);
+  });
+  errors.step([&] {
+    read_precision_block(precision_blocks, "bf16", false, context, config.zero.stage, scratch,
+                         errors);
+  });
+  check_unmodeled_top_keys(other, errors);
+  errors.throw_if_any();
+  reject_other_communication_dtype(other, config);
 }
 
 json ds_config_to_json(const DsConfig& c) {

@@ -33,6 +33,7 @@ class Locator {
   void redirect(const std::string& pointer, const std::string& actual);
   std::string at(const std::string& pointer) const;
   [[noreturn]] void fail(const std::string& pointer, const std::string& problem) const;
+  const std::string& file() const { return file_; }
 
  private:
   std::string file_;

@@ -657,6 +657,13 @@ void check_zero_other(const ZeroConfig& z, const Locator& loc) {
                "keys under their JSON names that zplan does not model)");
     }
   }
+  // Their values get a file's type checks, read where a file has them.
+  const JsonReader r(z.other, loc.file(), "/zero_optimization");
+  ZeroReader zr{r, BlockReader(r, AutoRule::kMeansDefault), {}};
+  ZeroConfig scratch;
+  Errors errors;
+  read_passthrough_keys(zr, scratch, errors);
+  errors.throw_if_any();
 }
 
 json zero_optimization_to_json(const ZeroConfig& z) {

@@ -272,6 +272,27 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
                c.zero.other["offload_optimizer"] = {{"ratio", 0.5}};
              }),
              Contains("planner: /zero_optimization/offload_optimizer/ratio: is not an"));
+  // The top-level blocks kept whole in `other` get a file's checks, without a JSON round trip.
+  CHECK_THAT(err([](DsConfig& c) { c.other["compile"] = {{"deepcompile", true}}; }),
+             Contains("planner: /compile/deepcompile: not modelled"));
+  CHECK_THAT(err([](DsConfig& c) { c.other["tensor_parallel"] = {{"autotp_size", 2}}; }),
+             Contains("planner: /tensor_parallel/autotp_size: not modelled"));
+  CHECK_THAT(err([](DsConfig& c) { c.other["communication_data_type"] = "fp8"; }),
+             Contains("planner: /communication_data_type: must be"));
+  CHECK_THAT(err([](DsConfig& c) {
+               c.other["communication_data_type"] = "fp32";
+             }),
+             Contains("planner: /communication_data_type: not modelled"));
+  // fp16's dynamic-scaling checks apply when the config trains in fp16, as in a file.
+  CHECK_THAT(err([](DsConfig& c) {
+               c.precision = Precision::kFp16;
+               c.grad_accum_dtype = Precision::kFp16;
+               c.other["fp16"] = {{"loss_scale_window", 0}};
+             }),
+             Contains("planner: /fp16/loss_scale_window: must be positive"));
+  DsConfig bf16 = built(2);
+  bf16.other["fp16"] = {{"loss_scale_window", 0}};
+  CHECK_NOTHROW(validate_ds_config(bf16, 8, "planner"));
 }
 
 TEST_CASE("every example parses for 8 GPUs with hidden 6144 and round-trips", "[zero_config]") {
