@@ -192,8 +192,7 @@ int run_sweep(const SweepCliOptions& o) {
     in.chosen = best;
     std::string ds_json;
     if (best) {
-      sim::DsConfig config =
-          planner::to_ds_config(s.candidates[*best], planner::base_config(p, s.space.batch), p);
+      sim::DsConfig config = planner::config_of(p, s, *best);
       timeline = planner::capture_timeline(p, config);
       in.timeline = &timeline;
       ds_json = sim::ds_config_to_json(config).dump(2) + "\n";

@@ -124,6 +124,10 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
 
 }  // namespace
 
+sim::DsConfig config_of(const Problem& problem, const SearchResult& search, size_t index) {
+  return to_ds_config(search.candidates[index], base_config(problem, search.space.batch), problem);
+}
+
 SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const BatchRequest& batch,
                         const EvalOptions& options) {
   SearchResult s;
@@ -376,7 +380,7 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
   for (size_t i : alts)
     r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options.offload_margin)});
 
-  sim::DsConfig config = to_ds_config(crec, base_config(problem, s.space.batch), problem);
+  sim::DsConfig config = config_of(problem, s, rec);
   // The recommendation must read back as the same batch split (validate round-trips it through
   // parse_ds_config); the file written from it (runnable_config) is checked again by its writer.
   sim::validate_ds_config(config, problem.cluster.gpus, "recommended ds_config");

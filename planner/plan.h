@@ -30,6 +30,10 @@ struct SearchResult {
   std::vector<size_t> pareto;  // pareto_front(), by memory
 };
 
+// The ds_config of search.candidates[index] as the search evaluated it (the keys the prediction
+// reads): the one plan() recommends and sweep's report shows.
+sim::DsConfig config_of(const Problem& problem, const SearchResult& search, size_t index);
+
 // Resolves the space, enumerates and evaluates it. Throws InputError for bad requests
 // (resolve_search_space).
 SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const BatchRequest& batch,
