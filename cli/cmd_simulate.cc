@@ -47,11 +47,24 @@ nlohmann::json result_json(const sim::StepResult& r) {
   j["mfu"] = r.mfu;
   j["hfu"] = r.hfu;
   j["bottleneck"] = r.bottleneck();
+  j["bound"] = r.bound();
   nlohmann::json path = nlohmann::json::object();
+  nlohmann::json latency = nlohmann::json::object();
   for (int i = 0; i < sim::kNumPathParts; ++i) {
     path[sim::path_part_name(static_cast<sim::PathPart>(i))] = r.critical_path_s[i];
+    latency[sim::path_part_name(static_cast<sim::PathPart>(i))] = r.critical_latency_s[i];
   }
   j["critical_path_s"] = path;
+  j["critical_latency_s"] = latency;
+  // How many collectives one optimizer step launches, and their mean size (nccl-tests' S).
+  nlohmann::json coll = nlohmann::json::object();
+  for (int k = 0; k < sim::kNumTaskKinds; ++k) {
+    if (!sim::is_collective(static_cast<sim::TaskKind>(k)) || r.tasks_by_kind[k] <= 0) continue;
+    coll[sim::task_kind_name(static_cast<sim::TaskKind>(k))] = {
+        {"count", std::llround(r.tasks_by_kind[k])},
+        {"mean_bytes", std::llround(r.bytes_by_kind[k] / r.tasks_by_kind[k])}};
+  }
+  j["collectives_per_step"] = coll;
   nlohmann::json res = nlohmann::json::object();
   for (int i = 0; i < sim::kNumResources; ++i) {
     res[sim::resource_name(static_cast<sim::Resource>(i))] = {
@@ -96,7 +109,8 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n", unit.name,
                    unit.per_tflop * r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, giga ? 1 : 0,
                    unit.per_tflop * peak / 1e12, unit.name);
-  out << "  time goes to     " << r.bottleneck() << "\n\n";
+  out << "  time goes to     " << r.bottleneck() << "\n";
+  out << "  bound by         " << r.bound() << "\n\n";
   Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
   for (int i = 0; i < sim::kNumResources; ++i) {
     const sim::ResourceUse& u = r.resources[i];

@@ -33,7 +33,7 @@ struct SweepCliOptions {
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
-// A short "where the time goes" cell: "compute 97%" or "exposed CPU optimizer 23%".
+// A short "what binds" cell: "compute 97%", "all-gather (bandwidth) 62%" or "CPU optimizer 23%".
 std::string binds_cell(const planner::Evaluation& e) {
   if (!e.simulated || e.step_time_s <= 0) return "-";
   int worst = 0;
@@ -41,8 +41,11 @@ std::string binds_cell(const planner::Evaluation& e) {
     if (e.critical_path_s[p] > e.critical_path_s[worst]) worst = p;
   }
   const double compute = e.critical_path_s[0] / e.step_time_s;
-  if (compute >= 0.9 || worst == 0) return strformat("compute %.0f%%", 100 * compute);
-  return strformat("exposed %s %.0f%%", sim::path_part_name(static_cast<sim::PathPart>(worst)),
+  if (compute >= sim::kComputeBoundShare || worst == 0) {
+    return strformat("compute %.0f%%", 100 * compute);
+  }
+  return strformat("%s %.0f%%",
+                   sim::bound_short(e.critical_path_s, e.critical_latency_s, e.step_time_s).c_str(),
                    100 * e.critical_path_s[worst] / e.step_time_s);
 }
 

@@ -126,6 +126,7 @@ void add_simulation(const Problem& problem, const sim::StepResult& r, Evaluation
   e->mfu = r.mfu;
   e->hfu = r.hfu;
   e->critical_path_s = r.critical_path_s;
+  e->critical_latency_s = r.critical_latency_s;
   e->resources = r.resources;
 }
 

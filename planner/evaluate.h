@@ -48,6 +48,7 @@ struct Evaluation {
   double mfu = 0;
   double hfu = 0;
   std::array<double, sim::kNumPathParts> critical_path_s{};
+  std::array<double, sim::kNumPathParts> critical_latency_s{};  // StepResult's
   std::array<sim::ResourceUse, sim::kNumResources> resources{};
 
   bool fits() const { return verdict == Verdict::kFits; }

@@ -22,7 +22,7 @@ constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
 // A critical-path part counts as binding when it is this much of the step: below it, the step
 // is "compute-bound" (the rest is noise a real run varies by more).
-constexpr double kComputeBound = 0.90;
+constexpr double kComputeBound = sim::kComputeBoundShare;
 // A loser is called "<part>-bound" only when that part is this much of its step; below, the
 // part merely grew ("more exposed gradient reduction").
 constexpr double kBinds = 0.10;
@@ -35,7 +35,8 @@ constexpr size_t kMaxAlternatives = 5;
 constexpr size_t kMaxFittingAlternatives = 3;
 
 const char* kBoundNames[sim::kNumPathParts] = {
-    "compute-bound", "all-gather-bound", "gradient-reduction-bound",
+    "compute-bound", "communication-bound on all-gather",
+    "communication-bound on gradient reduction",
     "PCIe-bound",    "CPU-Adam-bound",   "NVMe-bound"};
 
 double share(const Evaluation& e, int part) {
@@ -153,6 +154,11 @@ std::string what_binds(const Evaluation& e) {
   int worst = 1;
   for (int p = 2; p < sim::kNumPathParts; ++p) {
     if (e.critical_path_s[p] > e.critical_path_s[worst]) worst = p;
+  }
+  if (worst == 1 || worst == 2) {
+    // "communication-bound: all-gather, bandwidth-dominated (62% of the step, latency 9%)".
+    return sim::bound_phrase(e.critical_path_s, e.critical_latency_s, e.step_time_s) +
+           strformat(", compute %.0f%%", 100 * compute) + exposed_list(e, worst);
   }
   return strformat("%s: exposed %s %.0f%% of the step, compute %.0f%%", kBoundNames[worst],
                    sim::path_part_name(static_cast<sim::PathPart>(worst)), 100 * share(e, worst),

@@ -195,7 +195,7 @@ with tempfile.TemporaryDirectory() as tmp:
                          "+" + "+".join("opt" if x == "offload_optimizer" else "par" for x in offl) + "-cpu" if offl else "")
         base = dict(id=c["id"], source=c["source"], ds=c.get("deepspeed_version", "?"), hw=c["hw"], gpus=c["gpus"], cfg=cfg, seq=c["seq_len"],
                     mb=c["micro_batch"], verdict=c["verdict"], pred_fits=r["fits"],
-                    bottleneck=r.get("bottleneck", ""))
+                    bottleneck=r.get("bottleneck", ""), bound=r.get("bound", ""))
         if not c["measured"]:
             rows.append(dict(base, kind="verdict", measured=None, predicted=None, err=None))
         for m in c["measured"]:
@@ -260,15 +260,15 @@ if markdown:
         out.append("| %s | %d | %s | %d | %s |" % (s, len(t), "%.0f%%" % (100 * statistics.median(t)) if t else "-",
                                                    len(m), "%.0f%%" % (100 * statistics.median(m)) if m else "-"))
     out.append("")
-    out.append("What zplan says limits each case (its `bottleneck`):")
+    out.append("What zplan says limits each case (its `bottleneck` and `bound`):")
     out.append("")
-    out.append("| case | zplan's bottleneck |")
-    out.append("|---|---|")
+    out.append("| case | zplan's bottleneck | bound by |")
+    out.append("|---|---|---|")
     seen = set()
     for r in rows:
         if r["id"] not in seen:
             seen.add(r["id"])
-            out.append("| %s | %s |" % (r["id"], r["bottleneck"]))
+            out.append("| %s | %s | %s |" % (r["id"], r["bottleneck"], r["bound"]))
 else:
     w = [max(len(h), 8) for h in hdr]
     w[0] = max(len(r["id"]) for r in rows) if rows else 4

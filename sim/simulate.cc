@@ -69,6 +69,8 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
         to_seconds(er.timing[k].end - er.timing[k].start);
     o.wire_bytes += t.wire_bytes;
     o.wire_bytes_by_kind[static_cast<int>(t.kind)] += t.wire_bytes;
+    o.tasks_by_kind[static_cast<int>(t.kind)] += 1;
+    o.bytes_by_kind[static_cast<int>(t.kind)] += t.bytes;
   }
   for (int r = 1; r < kNumResources; ++r) {
     o.resources[r].exposed_s = exposed_time(g, er, static_cast<Resource>(r));
@@ -79,8 +81,10 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
     if (cur == kNoTask || er.timing[k].end > er.timing[cur].end) cur = static_cast<TaskId>(k);
   }
   while (cur != kNoTask) {
-    o.critical_path_s[static_cast<int>(path_part(tasks[cur]))] +=
-        to_seconds(er.timing[cur].end - er.timing[cur].start);
+    const double ran = to_seconds(er.timing[cur].end - er.timing[cur].start);
+    const int part = static_cast<int>(path_part(tasks[cur]));
+    o.critical_path_s[part] += ran;
+    o.critical_latency_s[part] += std::min(ran, tasks[cur].latency_s);
     cur = er.timing[cur].released_by;
   }
   o.peak = er.peak;
@@ -117,6 +121,59 @@ std::string StepResult::bottleneck() const {
     out += buf;
   }
   return out;
+}
+
+namespace {
+
+// The path part that binds a step that is not compute-bound: the largest non-compute part.
+int binding_part(const std::array<double, kNumPathParts>& path_s) {
+  int worst = 1;
+  for (int p = 2; p < kNumPathParts; ++p) {
+    if (path_s[p] > path_s[worst]) worst = p;
+  }
+  return worst;
+}
+
+bool is_collective_part(int part) {
+  return part == static_cast<int>(PathPart::kAllGather) ||
+         part == static_cast<int>(PathPart::kReduce);
+}
+
+}  // namespace
+
+std::string bound_phrase(const std::array<double, kNumPathParts>& path_s,
+                         const std::array<double, kNumPathParts>& latency_s, double step_s) {
+  if (!(step_s > 0)) return "empty step";
+  const double compute = path_s[0] / step_s;
+  if (compute >= kComputeBoundShare) return "compute-bound";
+  const int p = binding_part(path_s);
+  const char* name = path_part_name(static_cast<PathPart>(p));
+  char buf[160];
+  if (is_collective_part(p)) {
+    // Latency dominates when the fixed latencies on the path outweigh the time at bandwidth.
+    const bool latency = 2 * latency_s[p] > path_s[p];
+    std::snprintf(buf, sizeof buf,
+                  "communication-bound: %s, %s-dominated (%.0f%% of the step, latency %.0f%%)",
+                  name, latency ? "latency" : "bandwidth", 100 * path_s[p] / step_s,
+                  100 * latency_s[p] / step_s);
+  } else {
+    std::snprintf(buf, sizeof buf, "bound by %s (%.0f%% of the step)", name,
+                  100 * path_s[p] / step_s);
+  }
+  return buf;
+}
+
+std::string bound_short(const std::array<double, kNumPathParts>& path_s,
+                        const std::array<double, kNumPathParts>& latency_s, double step_s) {
+  if (!(step_s > 0) || path_s[0] / step_s >= kComputeBoundShare) return "compute";
+  const int p = binding_part(path_s);
+  std::string s = path_part_name(static_cast<PathPart>(p));
+  if (is_collective_part(p)) s += 2 * latency_s[p] > path_s[p] ? " (latency)" : " (bandwidth)";
+  return s;
+}
+
+std::string StepResult::bound() const {
+  return bound_phrase(critical_path_s, critical_latency_s, step_time_s);
 }
 
 namespace {
@@ -162,9 +219,12 @@ void add_outcome(const GraphOutcome& out, int repeat, bool first, double per_nod
   res->wire_bytes += out.wire_bytes * repeat;
   for (int k = 0; k < kNumTaskKinds; ++k) {
     res->wire_bytes_by_kind[k] += out.wire_bytes_by_kind[k] * repeat;
+    res->tasks_by_kind[k] += out.tasks_by_kind[k] * repeat;
+    res->bytes_by_kind[k] += out.bytes_by_kind[k] * repeat;
   }
   for (int p = 0; p < kNumPathParts; ++p) {
     res->critical_path_s[p] += out.critical_path_s[p] * repeat;
+    res->critical_latency_s[p] += out.critical_latency_s[p] * repeat;
   }
   for (int t = 0; t < kNumTiers; ++t) {
     double scale = t == static_cast<int>(Tier::kGpu) ? 1.0 : per_node;

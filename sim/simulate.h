@@ -43,13 +43,31 @@ enum class PathPart { kCompute, kAllGather, kReduce, kHostCopy, kCpuOptimizer, k
 inline constexpr int kNumPathParts = 6;
 const char* path_part_name(PathPart part);  // "compute", "all-gather", "reduction", ...
 
+// What binds a step, from where its critical path spends its time (`path_s`, of which
+// `latency_s` is the fixed latency of the tasks on it: for a collective, NCCL's latency and the
+// launch; the rest ran at link bandwidth): "compute-bound" when compute is at least 90% of the
+// step, else the largest exposed part, and for a collective whether latency or bandwidth
+// dominates it, e.g. "communication-bound: all-gather, bandwidth-dominated (62% of the step,
+// latency 9%)", or "bound by CPU optimizer (23% of the step)". `step_s` is the step time.
+std::string bound_phrase(const std::array<double, kNumPathParts>& path_s,
+                         const std::array<double, kNumPathParts>& latency_s, double step_s);
+// The same verdict as one short word pair for tables: "compute", "all-gather (bandwidth)",
+// "gradient reduction (latency)", "CPU optimizer"...
+std::string bound_short(const std::array<double, kNumPathParts>& path_s,
+                        const std::array<double, kNumPathParts>& latency_s, double step_s);
+// Compute's share of the step at or above which a step is called compute-bound.
+inline constexpr double kComputeBoundShare = 0.90;
+
 // What simulate_step keeps of one simulated graph (a micro-step or the optimizer step).
 struct GraphOutcome {
   double duration_s = 0;
   std::array<ResourceUse, kNumResources> resources{};
   std::array<double, kNumPathParts> critical_path_s{};
+  std::array<double, kNumPathParts> critical_latency_s{};  // the fixed-latency part of each
   double wire_bytes = 0;
   std::array<double, kNumTaskKinds> wire_bytes_by_kind{};
+  std::array<double, kNumTaskKinds> tasks_by_kind{};
+  std::array<double, kNumTaskKinds> bytes_by_kind{};  // Task::bytes summed
   std::array<double, kNumTiers> peak{};  // per rank
   std::array<MemoryBreakdown, kNumTiers> at_peak{};
   std::array<MemoryBreakdown, kNumTiers> final_memory{};
@@ -73,8 +91,16 @@ struct StepResult {
   double peak_flops_per_s = 0;
   std::array<ResourceUse, kNumResources> resources{};
   std::array<double, kNumPathParts> critical_path_s{};  // sums to step_time_s
+  // Of each part, the fixed latency of its tasks (collectives: NCCL latency and launch); the rest
+  // of the part ran at link bandwidth or compute rate.
+  std::array<double, kNumPathParts> critical_latency_s{};
   double wire_bytes = 0;  // bytes each rank sent in collectives per optimizer step
   std::array<double, kNumTaskKinds> wire_bytes_by_kind{};
+  // Tasks of each kind per optimizer step, and their sizes summed (a collective's nccl-tests S):
+  // how many collectives a step launches and how large they are on average. (A stage 1-2 kReduce
+  // task stands for one dist.reduce per owner rank.)
+  std::array<double, kNumTaskKinds> tasks_by_kind{};
+  std::array<double, kNumTaskKinds> bytes_by_kind{};
   // Simulated memory: peak per tier (GPU per GPU, host tiers and NVMe per node), the breakdown
   // at the peak, and what exists before the first task (the steady model states).
   std::array<double, kNumTiers> peak_bytes{};
@@ -91,6 +117,8 @@ struct StepResult {
   // One line: what the step time is made of, e.g.
   // "compute 64%, exposed all-gather 29%, exposed reduce-scatter 5%, CPU optimizer 2%".
   std::string bottleneck() const;
+  // bound_phrase() of this step: what binds it, and for a collective, latency or bandwidth.
+  std::string bound() const;
 };
 
 // Buffers simulate_step reuses between calls instead of allocating them each time; keep one per

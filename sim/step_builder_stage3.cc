@@ -301,8 +301,16 @@ void StepBuilder::Stage3Pass::reduce_bucket(const PendingBucket& bucket) {
     bucket_copy_.resize(bucket.index + 1, kNoTaskId);
   }
   bucket_copy_[bucket.index] = ct;
-  Task rs = sb_.collective_task(TaskKind::kReduceScatter, rs_stream_,
-                                hardware::Collective::kReduceScatter, bytes);
+  // With "reduce_scatter": false and contiguous gradients, a bucket no larger than
+  // reduce_bucket_size is all-reduced whole and each rank keeps its slices
+  // (__reduce_and_partition_ipg_grads -> __avg_scatter_contiguous_grads, stage3.py; ref §4.2):
+  // twice the bytes on the wire. Otherwise __avg_scatter_grads reduce-scatters it.
+  const bool all_reduce =
+      !z_.reduce_scatter && z_.contiguous_gradients && bucket.elems <= sb_.sizes_.bucket;
+  Task rs = all_reduce ? sb_.collective_task(TaskKind::kAllReduce, rs_stream_,
+                                             hardware::Collective::kAllReduce, bytes)
+                       : sb_.collective_task(TaskKind::kReduceScatter, rs_stream_,
+                                             hardware::Collective::kReduceScatter, bytes);
   const double slice = bucket.elems / n_;
   if (!offload_) {
     // The reduced partition is added into grad_partitions_flat_buffer (read both, write one: 3

@@ -675,18 +675,19 @@ json zero_optimization_to_json(const ZeroConfig& z) {
   }
   j["stage"] = z.stage;
   // Only the keys the stage's code reads, so that none looks as if it mattered: without ZeRO the
-  // engine reads none of them (it all-reduces in MEMORY_OPT_ALLREDUCE_SIZE pieces); the bucket
-  // and overlap keys are read by stage_1_and_2.py and stage3.py; reduce_scatter,
-  // use_multi_rank_bucket_allreduce, allgather_bucket_size and round_robin_gradients by
+  // engine reads none of them (it all-reduces in MEMORY_OPT_ALLREDUCE_SIZE pieces); the bucket,
+  // overlap and reduce_scatter keys are read by stage_1_and_2.py and stage3.py (stage 3's
+  // __reduce_and_partition_ipg_grads all-reduces a contiguous bucket when reduce_scatter is
+  // false); use_multi_rank_bucket_allreduce, allgather_bucket_size and round_robin_gradients by
   // stage_1_and_2.py only; sub_group_size and the stage3_* keys by stage3.py and
   // parameter_offload.py only.
   if (z.stage >= 1) {
     j["contiguous_gradients"] = z.contiguous_gradients;
     j["reduce_bucket_size"] = z.reduce_bucket_size;
     j["overlap_comm"] = z.overlap_comm;
+    j["reduce_scatter"] = z.reduce_scatter;
   }
   if (z.stage == 1 || z.stage == 2) {
-    j["reduce_scatter"] = z.reduce_scatter;
     j["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
     j["allgather_bucket_size"] = z.allgather_bucket_size;
     j["round_robin_gradients"] = z.round_robin_gradients;

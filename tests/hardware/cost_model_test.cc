@@ -148,6 +148,41 @@ TEST_CASE("NCCL model: more nodes cost more, fewer NICs cost more", "[hardware]"
   CHECK(v.transfer_s == Approx(4 * kGiB * 15 / 16 / 48e9));
 }
 
+// nccl-tests' bus bandwidth of a collective of `bytes` (nccl-tests' S) on cluster `c`.
+double busbw(const Cluster& c, Collective op, double bytes) {
+  const double n = c.gpus;
+  const double factor = op == Collective::kAllReduce ? 2 * (n - 1) / n : (n - 1) / n;
+  return bytes * factor / collective_cost(c, op, bytes).total_s();
+}
+
+TEST_CASE("NCCL model across many nodes reproduces published nccl-tests figures", "[hardware]") {
+  // 4 x 8 H100, 8 NDR NICs per node: 365.84 GB/s all_reduce busbw at large sizes
+  // (NVIDIA/nccl-tests#309); the model: min(370, 8 x 48), Ring Simple, latency negligible.
+  CHECK(busbw(stock("h100", 32, 4), Collective::kAllReduce, 16 * kGiB) ==
+        Approx(365.84e9).epsilon(0.03));
+  // 32 x 8 H100, 8 x 400 Gb per node: 200 GB/s all_gather busbw at 2 GiB (NVIDIA/nccl#1218).
+  CHECK(busbw(stock("h100", 256, 32), Collective::kAllGather, 2 * kGiB) ==
+        Approx(200e9).epsilon(0.05));
+  // Per-node bandwidth never grows with the node count, for every stock multi-node profile.
+  for (const char* name : {"v100", "a100", "h100"}) {
+    CAPTURE(name);
+    double previous = 1e300;
+    for (int nodes : {2, 3, 4, 8, 16, 32, 64, 128}) {
+      CAPTURE(nodes);
+      const double bw = busbw(stock(name, 8 * nodes, nodes), Collective::kReduceScatter, 8 * kGiB);
+      CHECK(bw <= previous * (1 + 1e-12));
+      previous = bw;
+    }
+  }
+  // Beyond the last measurement (32 nodes) the fabric efficiency is held: at 8 GiB the 64- and
+  // 128-node all_gather differ only by the ring's latency, which grows with the rank count.
+  const CollectiveCost a = collective_cost(stock("a100", 512, 64), Collective::kAllGather, 8 * kGiB);
+  const CollectiveCost b =
+      collective_cost(stock("a100", 1024, 128), Collective::kAllGather, 8 * kGiB);
+  CHECK(b.latency_s > a.latency_s);
+  CHECK(b.transfer_s / a.transfer_s == Approx((1023.0 / 1024) / (511.0 / 512)).epsilon(1e-9));
+}
+
 TEST_CASE("NCCL model: cost grows with size, LL small, Simple large", "[hardware]") {
   for (const char* name : {"v100", "a100", "h200"}) {
     for (int nodes : {1, 2, 4}) {

@@ -395,6 +395,16 @@ TEST_CASE("the explanation lines name what binds", "[planner]") {
         "copies 5.0%");
   e.critical_path_s = {5, 0, 0, 0, 0, 5};
   CHECK_THAT(what_binds(e), Catch::StartsWith("NVMe-bound: exposed NVMe 50%"));
+  // A collective: latency 0.5 s of the 4 s the all-gather is exposed -> bandwidth dominates;
+  // 3 of 4 s -> latency does.
+  e.critical_path_s = {5.5, 4, 0.5, 0, 0, 0};
+  e.critical_latency_s = {0, 0.5, 0, 0, 0, 0};
+  CHECK(what_binds(e) ==
+        "communication-bound: all-gather, bandwidth-dominated (40% of the step, latency 5%), "
+        "compute 55%, exposed gradient reduction 5.0%");
+  e.critical_latency_s = {0, 3, 0, 0, 0, 0};
+  CHECK_THAT(what_binds(e),
+             Catch::StartsWith("communication-bound: all-gather, latency-dominated (40%"));
 }
 
 TEST_CASE("the HTML report is self-contained", "[planner]") {

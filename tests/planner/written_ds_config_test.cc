@@ -56,9 +56,10 @@ const std::set<std::string> kBf16Keys = {"enabled", "immediate_grad_update", "ch
                                          "bf16_master_weights_and_grads", "bf16_optimizer_states"};
 // runtime/zero/config.py DeepSpeedZeroConfig: the keys each stage's code reads
 // (zero/stage_1_and_2.py, zero/stage3.py, zero/parameter_offload.py); zplan writes no others.
-const std::set<std::string> kZeroAnyStage = {"stage", "contiguous_gradients", "reduce_bucket_size",
-                                             "overlap_comm", "offload_optimizer"};
-const std::set<std::string> kZeroStage12 = {"reduce_scatter", "use_multi_rank_bucket_allreduce",
+const std::set<std::string> kZeroAnyStage = {"stage",        "contiguous_gradients",
+                                             "reduce_bucket_size", "overlap_comm",
+                                             "reduce_scatter",     "offload_optimizer"};
+const std::set<std::string> kZeroStage12 = {"use_multi_rank_bucket_allreduce",
                                             "allgather_bucket_size", "round_robin_gradients"};
 const std::set<std::string> kZeroStage3 = {"offload_param",
                                            "sub_group_size",

@@ -121,6 +121,57 @@ TEST_CASE("stage 3 sends 1.5x stage 2's volume at gas 1 (per-owner reduce), ~1x 
   CHECK(v3 / v2_default == Approx(1.0).epsilon(0.01));
 }
 
+TEST_CASE("stage 3 with reduce_scatter false all-reduces its buckets: 4 psi instead of 3",
+          "[simulate]") {
+  // stage3.py __reduce_and_partition_ipg_grads: contiguous gradients, a bucket within
+  // reduce_bucket_size and reduce_scatter false -> __avg_scatter_contiguous_grads, one all_reduce
+  // of the bucket (2 psi on the wire, nccl-tests' factor 2(N-1)/N) instead of a reduce_scatter
+  // (psi): with the 2 psi of gathers, 4 psi against 3. Counted per step: as many all-reduces as
+  // there were reduce-scatters, and their mean size is the same.
+  const models::Model model = models::load_model("llama2-7b");
+  Workload w{2048, true};
+  const std::string s3 = R"(, "stage3_param_persistence_threshold": 0,
+                             "stage3_max_reuse_distance": 0)";
+  DsConfig rs = config(zero_json(3, s3), 8, 4096);
+  DsConfig ar = config(zero_json(3, s3 + R"(, "reduce_scatter": false)"), 8, 4096);
+  const StepResult a = simulate_step(model, ideal_cluster(8), rs, w);
+  const StepResult b = simulate_step(model, ideal_cluster(8), ar, w);
+  CHECK(b.wire_bytes / a.wire_bytes == Approx(4.0 / 3).epsilon(0.01));
+  const int k_rs = static_cast<int>(TaskKind::kReduceScatter);
+  const int k_ar = static_cast<int>(TaskKind::kAllReduce);
+  CHECK(a.tasks_by_kind[k_ar] == 0);
+  CHECK(b.tasks_by_kind[k_rs] == 0);
+  CHECK(b.tasks_by_kind[k_ar] == a.tasks_by_kind[k_rs]);
+  CHECK(b.bytes_by_kind[k_ar] == Approx(a.bytes_by_kind[k_rs]));
+  CHECK(b.step_time_s >= a.step_time_s);
+}
+
+TEST_CASE("ZeRO-3 at scale is communication-bound on the all-gather, one node is not",
+          "[simulate]") {
+  // 175B, micro-batch 1 with checkpointing. On one a100 node the gathers (~2.7 x 349 GB at
+  // 235 GB/s NVLink, ~4 s) hide under ~180 s of compute; on 1,024 GPUs (128 nodes, NICs at
+  // e(128) = 0.59 of 8 x 24 GB/s) a rank computes ~22 s while its gathers need ~8 s at
+  // bandwidth plus ~1,060 ring latencies of ~5-7 ms, and they are exposed.
+  const models::Model model = models::load_model("175b");
+  Workload w{2048, true};
+  hardware::Profile a100 = hardware::load_profile("a100");
+  DsConfig c = config(zero_json(3), 8, model.shape().hidden);
+  c.activation_checkpointing.enabled = true;
+  const StepResult one = simulate_step(model, hardware::make_cluster(a100, 8, 1), c, w);
+  CHECK(one.bound() == "compute-bound");
+  DsConfig big = config(zero_json(3), 1024, model.shape().hidden);
+  big.activation_checkpointing.enabled = true;
+  const StepResult many = simulate_step(model, hardware::make_cluster(a100, 1024, 128), big, w);
+  CHECK_THAT(many.bound(),
+             Catch::StartsWith("communication-bound: all-gather, bandwidth-dominated"));
+  for (const StepResult* r : {&one, &many}) {
+    for (int p = 0; p < kNumPathParts; ++p) {
+      CHECK(r->critical_latency_s[p] >= 0);
+      CHECK(r->critical_latency_s[p] <= r->critical_path_s[p] * (1 + 1e-12));
+    }
+  }
+}
+
 TEST_CASE("the same step is simulated identically, ties shuffled or not", "[simulate]") {
   const models::Model model = models::load_model("llama2-7b");
   for (int stage : {1, 2, 3}) {

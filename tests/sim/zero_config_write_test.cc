@@ -81,15 +81,16 @@ TEST_CASE("written configs hold what DeepSpeed needs and nothing else", "[zero_c
 TEST_CASE("a written file holds only the zero_optimization keys its stage reads",
           "[zero_config]") {
   // stage_1_and_2.py reads the bucket, overlap, reduce_scatter, multi-rank all-reduce, all-gather
-  // bucket and round-robin keys; stage3.py and parameter_offload.py read sub_group_size and the
-  // stage3_* keys; without ZeRO the engine reads none of them.
-  const std::vector<std::string> stage12 = {"reduce_scatter", "use_multi_rank_bucket_allreduce",
+  // bucket and round-robin keys; stage3.py and parameter_offload.py read the bucket, overlap and
+  // reduce_scatter keys, sub_group_size and the stage3_* keys; without ZeRO the engine reads none
+  // of them.
+  const std::vector<std::string> stage12 = {"use_multi_rank_bucket_allreduce",
                                             "allgather_bucket_size", "round_robin_gradients"};
   const std::vector<std::string> stage3 = {
       "sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
       "stage3_max_live_parameters", "stage3_max_reuse_distance"};
   const std::vector<std::string> zero = {"contiguous_gradients", "reduce_bucket_size",
-                                         "overlap_comm"};
+                                         "overlap_comm", "reduce_scatter"};
   for (int stage = 0; stage <= 3; ++stage) {
     INFO("stage " << stage);
     const json z = check_round_trip(built(stage))["zero_optimization"];
