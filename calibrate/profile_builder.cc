@@ -86,10 +86,23 @@ void apply_host(const HostMeasurements& h, hardware::Profile* p, Recorder& rec) 
       s.replace(s.find("%s"), 2, what);
       return s;
     };
-    n.nvme_read_bytes_per_s = h.nvme_read_bytes_per_s_node;
-    rec.measured("/node/nvme_read_gbps", with("read"));
-    n.nvme_write_bytes_per_s = h.nvme_write_bytes_per_s_node;
-    rec.measured("/node/nvme_write_gbps", with("write (fdatasync included)"));
+    // A disk measured slower than a profile can hold (a busy or network disk: an fdatasync that
+    // waited seconds behind other writers) is written as the slowest a profile holds, and says so.
+    auto at_least_floor = [&](double measured, std::string how_measured) {
+      if (measured >= hardware::kMinBandwidthBytesPerS) return std::make_pair(measured, how_measured);
+      return std::make_pair(
+          hardware::kMinBandwidthBytesPerS,
+          how_measured + strformat("; measured %.3g MB/s, below the 1 MB/s a profile holds, so "
+                                   "written as 1 MB/s (a busy or non-local disk)",
+                                   measured / 1e6));
+    };
+    auto [read, read_how] = at_least_floor(h.nvme_read_bytes_per_s_node, with("read"));
+    n.nvme_read_bytes_per_s = read;
+    rec.measured("/node/nvme_read_gbps", read_how);
+    auto [write, write_how] =
+        at_least_floor(h.nvme_write_bytes_per_s_node, with("write (fdatasync included)"));
+    n.nvme_write_bytes_per_s = write;
+    rec.measured("/node/nvme_write_gbps", write_how);
   }
   if (h.nvme_capacity_bytes > 0) {
     n.nvme_capacity_bytes = h.nvme_capacity_bytes;

@@ -73,7 +73,8 @@ struct Range {
   const char* unit;
 };
 constexpr Range kLatencyRange = {0, false, 1e6, "us"};         // up to 1 s
-constexpr Range kBandwidthRange = {1e-3, false, 1e6, "GB/s"};  // 1 MB/s to 1 PB/s
+constexpr Range kBandwidthRange = {kMinBandwidthBytesPerS / kGBps, false, 1e6,
+                                   "GB/s"};  // 1 MB/s to 1 PB/s
 constexpr Range kFlopsRange = {1e-3, false, 1e6, "TFLOP/s"};   // 1 GFLOP/s to 1 EFLOP/s
 constexpr Range kMparamsRange = {1e-3, false, 1e6, "M params/s"};
 constexpr Range kCapacityRange = {0, true, 1e6, "GiB"};  // up to 1 PiB

@@ -17,6 +17,10 @@
 
 namespace zplan::hardware {
 
+// The slowest bandwidth a profile holds, 1 MB/s (docs/formats.md, "Ranges"): slower ones would put
+// a large step's durations past the simulator's int64-nanosecond clock.
+inline constexpr double kMinBandwidthBytesPerS = 1e6;
+
 // Picks NCCL's per-architecture bandwidth caps (reference/nccl_hardware.md §1.2). kCpu is a
 // host-only "device": CPU ranks talking over MPI, as on the machines without GPUs.
 enum class Arch { kVolta, kAmpere, kHopper, kBlackwell, kCpu };
