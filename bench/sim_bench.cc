@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
                        "zero_optimization": {"stage": )" +
                        std::to_string(c.stage) + c.extra + "}}";
     sim::DsConfig config = sim::parse_ds_config(nlohmann::json::parse(text), c.name, ctx);
-    sim::Workload workload{2048, true};
+    sim::Workload workload{2048, sim::Attention::kSdpa};
     sim::SimWorkspace ws;
     ws.reuse_outcomes = false;  // the same config each time: every run goes through the engine
     sim::SimulateOptions so;

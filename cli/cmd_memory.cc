@@ -10,6 +10,7 @@
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
+#include "planner/text.h"
 #include "base/input_error.h"
 #include "sim/estimators.h"
 #include "sim/memory_model.h"
@@ -115,8 +116,9 @@ int run_memory(const MemoryOptions& o) {
       return kExitOk;
     }
     std::cout << "zplan memory: " << describe_run(setup.model, setup.cluster) << '\n'
-              << "  " << describe_config(setup.config, setup.workload) << "\n\n";
-    print_memory_report(std::cout, r, setup.cluster);
+              << "  " << describe_config(setup.config, setup.workload) << '\n'
+              << "  zero_optimization: " << describe_zero_knobs(setup.config) << "\n\n";
+    print_memory_report(std::cout, r, setup.cluster, setup.config.precision);
     return kExitOk;
   }
   std::vector<sim::DsConfig> configs = all_combinations(setup.config, setup.cluster.gpus);
@@ -153,7 +155,7 @@ int run_memory(const MemoryOptions& o) {
         {std::to_string(c.zero.stage), sim::offload_device_name(c.zero.offload_optimizer.device),
          c.zero.stage == 3 ? sim::offload_device_name(c.zero.offload_param.device) : "-",
          strformat("%.1f", g.peak_bytes / kGiB), sim::phase_name(g.peak_phase),
-         strformat("%s %.0f%%", sim::category_name(dom), 100.0 * g.at_peak[dom] / g.peak_bytes),
+         strformat("%s %.0f%%", planner::category_words(static_cast<int>(dom), c.precision).c_str(), 100.0 * g.at_peak[dom] / g.peak_bytes),
          strformat("%.1f", r.host_peak_bytes / kGiB),
          nvme > 0 ? strformat("%.1f", nvme / kGiB) : "-", why});
   }

@@ -39,7 +39,7 @@ constexpr int kHost = static_cast<int>(sim::Tier::kHost);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
 // "activations 24.1, optimizer states 19.1, ..." (GiB), largest first, parts over 0.5%.
-std::string breakdown_text(const sim::MemoryBreakdown& b) {
+std::string breakdown_text(const sim::MemoryBreakdown& b, sim::Precision precision) {
   std::vector<std::pair<double, int>> parts;
   for (int c = 0; c < sim::kNumCategories; ++c) parts.emplace_back(b.bytes[c], c);
   std::stable_sort(parts.begin(), parts.end(),
@@ -49,28 +49,8 @@ std::string breakdown_text(const sim::MemoryBreakdown& b) {
   for (const auto& [bytes, c] : parts) {
     if (total <= 0 || bytes / total < 0.005) continue;
     if (!s.empty()) s += ", ";
-    s += strformat("%s %.1f", planner::category_words(c).c_str(), bytes / kGiB);
+    s += strformat("%s %.1f", planner::category_words(c, precision).c_str(), bytes / kGiB);
   }
-  return s;
-}
-
-// The knobs a ds_config reader cares about, for the stage's own keys.
-std::string knob_line(const planner::Candidate& c) {
-  std::string s = strformat("stage %d", c.stage());
-  auto add = [&](Knob k, const char* name) {
-    s += std::string(", ") + name + " " + sim::format_knob_value(k, c[k]);
-  };
-  if (c.stage() > 0) {
-    add(Knob::kOverlapComm, "overlap_comm");
-    add(Knob::kReduceBucket, "reduce_bucket_size");
-  }
-  if (c.stage() == 3) {
-    add(Knob::kPrefetchBucket, "stage3_prefetch_bucket_size");
-    add(Knob::kPersistenceThreshold, "stage3_param_persistence_threshold");
-    add(Knob::kMaxLive, "stage3_max_live_parameters");
-  }
-  if (c[Knob::kOffloadOptimizer] != 0) add(Knob::kOffloadOptimizer, "offload_optimizer");
-  if (c[Knob::kOffloadParam] != 0) add(Knob::kOffloadParam, "offload_param");
   return s;
 }
 
@@ -132,16 +112,16 @@ void print_memory(std::ostream& out, const planner::Problem& p, const planner::E
   const auto& prof = p.cluster.profile;
   out << strformat("  memory           GPU   %6.1f of %6.1f GiB per GPU   (%s)\n",
                    e.peak_bytes[kGpu] / kGiB, prof.gpu.memory_bytes / kGiB,
-                   breakdown_text(e.at_peak[kGpu]).c_str());
+                   breakdown_text(e.at_peak[kGpu], p.precision).c_str());
   sim::MemoryBreakdown host = e.at_peak[kPinned];
   host += e.at_peak[kHost];
   out << strformat("                   host  %6.1f of %6.0f GiB per node  (%s)\n",
                    e.host_peak_bytes / kGiB, prof.node.host_memory_bytes / kGiB,
-                   breakdown_text(host).c_str());
+                   breakdown_text(host, p.precision).c_str());
   if (e.peak_bytes[kNvme] > 0) {
     out << strformat("                   NVMe  %6.1f of %6.0f GiB per node  (%s)\n",
                      e.peak_bytes[kNvme] / kGiB, prof.node.nvme_capacity_bytes / kGiB,
-                     breakdown_text(e.at_peak[kNvme]).c_str());
+                     breakdown_text(e.at_peak[kNvme], p.precision).c_str());
   }
 }
 
@@ -171,7 +151,7 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
   const planner::Candidate& c = s.candidates[i];
   const planner::Evaluation& e = s.evals[i];
   out << "recommended: " << planner::short_description(c) << '\n';
-  out << "  zero_optimization  " << knob_line(c) << '\n';
+  out << "  zero_optimization  " << describe_zero_knobs(*r.recommended_config) << '\n';
   out << strformat("  step time        %.2f s\n", e.step_time_s);
   out << strformat("  throughput       %.2f samples/s, %.0f tokens/s\n", e.samples_per_s,
                    e.tokens_per_s);

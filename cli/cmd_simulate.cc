@@ -10,6 +10,7 @@
 #include "cli/common_options.h"
 #include "cli/describe.h"
 #include "cli/table.h"
+#include "planner/text.h"
 #include "base/atomic_file.h"
 #include "base/input_error.h"
 #include "sim/simulate.h"
@@ -139,7 +140,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
     for (int c = 0; c < sim::kNumCategories; ++c) {
       if (b.bytes[c] / r.peak_bytes[tier] < 0.005) continue;
       if (!parts.empty()) parts += ", ";
-      parts += strformat("%s %.1f", sim::category_name(static_cast<sim::Category>(c)),
+      parts += strformat("%s %.1f", planner::category_words(c, s.config.precision).c_str(),
                          b.bytes[c] / kGiB);
     }
     out << strformat("    %-12s %7.1f GiB  (%s)\n", kNames[tier], r.peak_bytes[tier] / kGiB,
@@ -171,7 +172,8 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
       sim::Category dom = at.dominant();
       out << strformat(" GPU short by %.1f GiB (peak %.1f of %.1f GiB; %s dominate, %.0f%%)",
                        fit.over.gpu / kGiB, gpu_peak / kGiB, fit.capacity.gpu / kGiB,
-                       sim::category_name(dom), 100 * at[dom] / gpu_peak);
+                       planner::category_words(static_cast<int>(dom), s.config.precision).c_str(),
+                       100 * at[dom] / gpu_peak);
     }
     if (!fit.host_fits()) {
       out << strformat(" host short by %.1f GiB per node", fit.over.host / kGiB);
@@ -205,7 +207,8 @@ int run_simulate(const SimulateCliOptions& o) {
     return kExitOk;
   }
   std::cout << "zplan simulate: " << describe_run(s.model, s.cluster) << '\n'
-            << "  " << describe_config(s.config, s.workload) << "\n\n";
+            << "  " << describe_config(s.config, s.workload) << '\n'
+            << "  zero_optimization: " << describe_zero_knobs(s.config) << "\n\n";
   print_result(std::cout, s, r);
   if (trace) std::cout << "  trace written to " << o.trace << " (open it in ui.perfetto.dev)\n";
   return kExitOk;

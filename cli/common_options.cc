@@ -28,9 +28,15 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--precision", o.precision,
                  "bf16, fp16 or fp32 (default: bf16; fp16 on GPUs without bf16, such as V100)");
   app.add_option("--checkpointing", o.checkpointing,
-                 "activation checkpointing: none or full (default: the ds_config's)");
-  app.add_flag("--no-flash-attention", o.no_flash_attention,
-               "attention stores its a*s*s score tensors (no fused attention kernel)");
+                 "activation checkpointing: none, full, or cpu (full with cpu_checkpointing: "
+                 "checkpoints in host memory) (default: the ds_config's)");
+  app.add_option("--attention", o.attention,
+                 "the model's attn_implementation: eager, sdpa, flash_attention_2 (flash2) or "
+                 "flash_attention_3 (flash3) (default: sdpa, Hugging Face's default)");
+  app.add_flag("--no-flash-attention", o.no_flash_attention, "the same as --attention eager");
+  app.add_option("--loss", o.loss,
+                 "standard (logits materialized, upcast to fp32) or fused (a fused linear + "
+                 "cross-entropy kernel such as Liger's) (default: standard)");
   if (!zero_flags) return;
   app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
   app.add_option("--stage", o.stage, "ZeRO stage 0-3 (instead of --ds-config)");
@@ -98,9 +104,14 @@ sim::OffloadDevice parse_offload(const std::string& text, const std::string& fla
       sim::parse_knob_value(sim::Knob::kOffloadOptimizer, text, flag));
 }
 
-std::optional<bool> parse_checkpointing(const std::string& text) {
+std::optional<int64_t> parse_checkpointing(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  return sim::parse_knob_value(sim::Knob::kCheckpointing, text, "--checkpointing") != 0;
+  return sim::parse_knob_value(sim::Knob::kCheckpointing, text, "--checkpointing");
+}
+
+void apply_checkpointing(int64_t value, sim::ActivationCheckpointingConfig& ac) {
+  ac.enabled = value != 0;
+  if (value == 2) ac.cpu_checkpointing = true;
 }
 
 models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
@@ -119,8 +130,45 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
                                       std::to_string(kMaxSeqLen) + " tokens)");
   }
   w.seq_len = o.seq_len != kModelSeqLen ? o.seq_len : model.shape().default_seq_len;
-  w.flash_attention = !o.no_flash_attention;
+  if (!o.attention.empty()) {
+    std::optional<sim::Attention> a = sim::attention_from_name(o.attention);
+    if (!a) {
+      throw InputError("--attention", "must be eager, sdpa, flash_attention_2 (flash2) or "
+                                      "flash_attention_3 (flash3), got '" + o.attention + "'");
+    }
+    if (o.no_flash_attention && *a != sim::Attention::kEager) {
+      throw InputError("--no-flash-attention", std::string("contradicts --attention ") +
+                                                   sim::attention_name(*a));
+    }
+    w.attention = *a;
+  } else if (o.no_flash_attention) {
+    w.attention = sim::Attention::kEager;
+  }
+  const std::string loss = ascii_lower(o.loss);
+  if (loss == "fused") {
+    w.fused_loss = true;
+  } else if (!loss.empty() && loss != "standard") {
+    throw InputError("--loss", "must be standard or fused, got '" + o.loss + "'");
+  }
   return w;
+}
+
+void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu) {
+  if (a != sim::Attention::kFlash2 && a != sim::Attention::kFlash3) return;
+  const std::string name = sim::attention_name(a);
+  if (p == sim::Precision::kFp32) {
+    throw InputError("--attention", name + " runs in fp16 or bf16 only (flash-attn: \"only "
+                                           "support fp16 and bf16 data type\"); fp32 training "
+                                           "uses sdpa or eager");
+  }
+  const bool hopper = gpu.arch == hardware::Arch::kHopper;
+  if (a == sim::Attention::kFlash3 && !hopper) {
+    throw InputError("--attention", name + " (FlashAttention-3) runs on Hopper GPUs (H100, H200) "
+                                           "only, not on " + gpu.name);
+  }
+  if (gpu.arch == hardware::Arch::kVolta || gpu.arch == hardware::Arch::kCpu) {
+    throw InputError("--attention", name + " needs an Ampere or newer GPU, not " + gpu.name);
+  }
 }
 
 namespace {
@@ -181,7 +229,7 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
     z.offload_optimizer.nvme_path = o.nvme_path;
   }
   if (z.offload_param.device == sim::OffloadDevice::kNvme) z.offload_param.nvme_path = o.nvme_path;
-  c.activation_checkpointing.enabled = parse_checkpointing(o.checkpointing).value_or(false);
+  apply_checkpointing(parse_checkpointing(o.checkpointing).value_or(0), c.activation_checkpointing);
   // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
   sim::ParseContext flags = context;
   if (!flags.micro_batch && !flags.train_batch_size) flags.micro_batch = 1;
@@ -225,7 +273,7 @@ Setup resolve_setup(const SetupOptions& o) {
                      "give either a ds_config file or ZeRO flags (--stage, "
                      "--offload-*, bucket sizes), not both");
   }
-  const std::optional<bool> checkpointing = parse_checkpointing(o.checkpointing);
+  const std::optional<int64_t> checkpointing = parse_checkpointing(o.checkpointing);
   models::Model model = resolve_model(o);
   hardware::Cluster cluster = resolve_cluster(o);
   sim::Workload workload = resolve_workload(o, model);
@@ -241,7 +289,7 @@ Setup resolve_setup(const SetupOptions& o) {
   context.notes = &notes;
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
-  if (checkpointing) config.activation_checkpointing.enabled = *checkpointing;
+  if (checkpointing) apply_checkpointing(*checkpointing, config.activation_checkpointing);
   if (!o.ds_config.empty() && o.sub_group_size) {
     config.zero.sub_group_size =
         sim::parse_knob_value(sim::Knob::kSubGroupSize, *o.sub_group_size, "--sub-group-size");
@@ -250,6 +298,7 @@ Setup resolve_setup(const SetupOptions& o) {
                       "stage is " + std::to_string(config.zero.stage));
     }
   }
+  check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   check_param_swap_buffers(o, model, cluster.gpus, config, notes);
   if (!o.ds_config.empty()) {
     check_precision_runs(config.precision, cluster.profile.gpu,

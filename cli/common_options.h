@@ -41,7 +41,9 @@ struct SetupOptions {
   std::string precision;          // --precision as given; empty: default_precision
   std::string default_precision;  // empty: bf16, or fp16 on GPUs without bf16 (V100)
   std::string checkpointing;      // "", "none", "full"
-  bool no_flash_attention = false;
+  std::string attention;  // --attention as given; empty: sdpa
+  bool no_flash_attention = false;  // the older spelling of --attention eager
+  std::string loss;       // --loss: "", "standard", "fused"
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
   std::optional<int> stage;
@@ -59,7 +61,8 @@ struct SetupOptions {
 };
 
 // Adds --model --hw --gpus --nodes --seq-len --micro-batch --gas --global-batch --precision
-// --checkpointing --no-flash-attention. With `zero_flags`, also --ds-config and the ZeRO flags.
+// --checkpointing --attention --no-flash-attention --loss. With `zero_flags`, also --ds-config and
+// the ZeRO flags.
 void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
 
 // True iff any ZeRO flag (--stage, --offload-*, bucket sizes, ...) was given.
@@ -95,8 +98,16 @@ void check_precision_runs(sim::Precision p, const hardware::GpuSpec& gpu, const 
 // fp16 where it does not (Volta). Throws InputError naming --precision for a bad value.
 sim::Precision resolve_precision(const SetupOptions& options, const hardware::GpuSpec& gpu);
 sim::OffloadDevice parse_offload(const std::string& text, const std::string& flag);
-// --checkpointing: nullopt when not given (the ds_config decides), else none/full (off/on, ...).
-std::optional<bool> parse_checkpointing(const std::string& text);
+// Throws InputError naming --attention for an implementation the GPU or precision cannot run:
+// FlashAttention-2 needs an Ampere or newer GPU and fp16/bf16, FlashAttention-3 a Hopper GPU and
+// fp16/bf16 (the flash-attn packages' own checks).
+void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu);
+// --checkpointing: nullopt when not given (the ds_config decides), else 0 none, 1 full, 2 cpu
+// (the checkpointing knob's values, sim/knobs.h).
+std::optional<int64_t> parse_checkpointing(const std::string& text);
+// Sets activation_checkpointing from a --checkpointing value: none turns it off, full on (keeping
+// a file's cpu_checkpointing), cpu on with cpu_checkpointing.
+void apply_checkpointing(int64_t value, sim::ActivationCheckpointingConfig& ac);
 
 }  // namespace zplan::cli
 

@@ -1,11 +1,14 @@
 #include "cli/describe.h"
 
 #include <cmath>
+#include <limits>
 
 #include "base/text.h"
 #include "base/units.h"
 #include "cli/table.h"
 #include "planner/search_space.h"
+#include "planner/text.h"
+#include "sim/knobs.h"
 
 namespace zplan::cli {
 
@@ -18,12 +21,8 @@ std::string params_text(double n) {
   return strformat("%.0f", n);
 }
 
-std::string category_words(sim::Category c) {
-  std::string s = sim::category_name(c);
-  for (char& ch : s) {
-    if (ch == '_') ch = ' ';
-  }
-  return s;
+std::string category_words(sim::Category c, sim::Precision precision) {
+  return planner::category_words(static_cast<int>(c), precision);
 }
 
 }  // namespace
@@ -46,6 +45,63 @@ std::string describe_zero(const sim::DsConfig& c) {
   return s;
 }
 
+std::string describe_zero_knobs(const sim::DsConfig& c) {
+  using sim::Knob;
+  const sim::ZeroConfig& z = c.zero;
+  std::string s = strformat("stage %d", z.stage);
+  auto flag = [&](const char* key, bool v) { s += strformat(", %s %s", key, v ? "true" : "false"); };
+  // Sizes as the planner writes them (5e8, 33973862).
+  auto size = [&](const char* key, int64_t v) {
+    s += strformat(", %s %s", key, sim::format_knob_value(Knob::kReduceBucket, v).c_str());
+  };
+  if (z.stage == 0) return s;
+  const sim::OffloadOptimizerConfig& oo = z.offload_optimizer;
+  s += strformat(", offload_optimizer %s", sim::offload_device_name(oo.device));
+  if (oo.device != sim::OffloadDevice::kNone) {
+    s += strformat(" (pin_memory %s", oo.pin_memory ? "true" : "false");
+    if (oo.ratio < 1) s += strformat(", ratio %g", oo.ratio);
+    if (oo.device == sim::OffloadDevice::kNvme) {
+      s += strformat(", buffer_count %lld, pipeline_read %s, pipeline_write %s",
+                     static_cast<long long>(oo.buffer_count), oo.pipeline_read ? "true" : "false",
+                     oo.pipeline_write ? "true" : "false");
+    }
+    s += ")";
+  }
+  if (z.stage == 3) {
+    const sim::OffloadParamConfig& op = z.offload_param;
+    s += strformat(", offload_param %s", sim::offload_device_name(op.device));
+    if (op.device != sim::OffloadDevice::kNone) {
+      s += strformat(" (pin_memory %s", op.pin_memory ? "true" : "false");
+      if (op.device == sim::OffloadDevice::kNvme) {
+        s += strformat(", buffer_count %lld, buffer_size %s, max_in_cpu %s",
+                       static_cast<long long>(op.buffer_count),
+                       sim::format_knob_value(Knob::kReduceBucket, op.buffer_size).c_str(),
+                       sim::format_knob_value(Knob::kReduceBucket, op.max_in_cpu).c_str());
+      }
+      s += ")";
+    }
+  }
+  flag("overlap_comm", z.overlap_comm);
+  flag("contiguous_gradients", z.contiguous_gradients);
+  size("reduce_bucket_size", z.reduce_bucket_size);
+  if (z.stage <= 2) {
+    flag("reduce_scatter", z.reduce_scatter);
+    size("allgather_bucket_size", z.allgather_bucket_size);
+    flag("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
+    flag("round_robin_gradients", z.round_robin_gradients);
+    return s;
+  }
+  size("stage3_prefetch_bucket_size", z.prefetch_bucket_size);
+  size("stage3_param_persistence_threshold", z.param_persistence_threshold);
+  if (z.model_persistence_threshold != std::numeric_limits<int64_t>::max()) {
+    size("stage3_model_persistence_threshold", z.model_persistence_threshold);
+  }
+  size("stage3_max_live_parameters", z.max_live_parameters);
+  size("stage3_max_reuse_distance", z.max_reuse_distance);
+  size("sub_group_size", z.sub_group_size);
+  return s;
+}
+
 std::string describe_config(const sim::DsConfig& c, const sim::Workload& w) {
   return describe_zero(c) + ", " + describe_training(c, w);
 }
@@ -59,7 +115,8 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
            ? (c.activation_checkpointing.cpu_checkpointing ? ", checkpointing full (cpu)"
                                                            : ", checkpointing full")
            : ", checkpointing none";
-  s += w.flash_attention ? ", flash attention" : ", no flash attention";
+  s += std::string(", attention ") + sim::attention_name(w.attention);
+  if (w.fused_loss) s += ", fused loss";
   return s;
 }
 
@@ -71,7 +128,8 @@ nlohmann::json setup_to_json(const Setup& setup) {
                   {"gpus", setup.cluster.gpus},
                   {"nodes", setup.cluster.nodes}};
   j["workload"] = {{"seq_len", setup.workload.seq_len},
-                   {"flash_attention", setup.workload.flash_attention}};
+                   {"attention", sim::attention_name(setup.workload.attention)},
+                   {"loss", setup.workload.fused_loss ? "fused" : "standard"}};
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }
@@ -114,7 +172,7 @@ nlohmann::json memory_report_to_json(const sim::MemoryReport& r) {
 }
 
 void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
-                         const hardware::Cluster& cluster) {
+                         const hardware::Cluster& cluster, sim::Precision precision) {
   static const char* const kTitles[sim::kNumTiers] = {"GPU (per GPU)", "pinned host (per node)",
                                                       "host (per node)", "NVMe (per node)"};
   for (int t = 0; t < sim::kNumTiers; ++t) {
@@ -127,7 +185,7 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
       bool used = false;
       for (const auto& pm : r.phases) used = used || pm.tiers[t].bytes[c] != 0;
       if (!used) continue;
-      std::vector<std::string> row{category_words(static_cast<sim::Category>(c))};
+      std::vector<std::string> row{category_words(static_cast<sim::Category>(c), precision)};
       for (const auto& pm : r.phases) row.push_back(strformat("%.1f", pm.tiers[t].bytes[c] / kGiB));
       table.add_row(row);
     }
@@ -141,7 +199,7 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
   const auto& h = r[sim::Tier::kHost];
   const auto& n = r[sim::Tier::kNvme];
   const sim::MemoryFit fit = r.fit();
-  out << "  GPU:  " << memory_verdict(r) << '\n';
+  out << "  GPU:  " << memory_verdict(r, precision) << '\n';
   out << strformat("  host: %.1f of %.1f GiB per node (pinned + pageable)%s\n",
                    r.host_peak_bytes / kGiB, h.capacity_bytes / kGiB,
                    fit.host_fits()
@@ -175,7 +233,7 @@ std::string headroom_remark(std::initializer_list<TierUse> tiers) {
                    tight.c_str(), 100 * planner::kDefaultHeadroom);
 }
 
-std::string memory_verdict(const sim::MemoryReport& r) {
+std::string memory_verdict(const sim::MemoryReport& r, sim::Precision precision) {
   const auto& g = r[sim::Tier::kGpu];
   sim::Category dom = g.at_peak.dominant();
   double share = g.peak_bytes > 0 ? 100.0 * g.at_peak[dom] / g.peak_bytes : 0;
@@ -183,14 +241,14 @@ std::string memory_verdict(const sim::MemoryReport& r) {
   if (fit.gpu_fits()) {
     return strformat("peak %.1f of %.1f GiB at %s (%s %.0f%%): fits, %.1f GiB free%s",
                      g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
-                     category_words(dom).c_str(), share, (g.capacity_bytes - g.peak_bytes) / kGiB,
+                     category_words(dom, precision).c_str(), share, (g.capacity_bytes - g.peak_bytes) / kGiB,
                      headroom_remark({{"GPU", g.peak_bytes, g.capacity_bytes}}).c_str());
   }
   return strformat(
       "peak %.1f of %.1f GiB at %s: DOES NOT FIT, short by %.1f GiB; %s dominate "
       "(%.0f%%)",
       g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
-      fit.over.gpu / kGiB, category_words(dom).c_str(), share);
+      fit.over.gpu / kGiB, category_words(dom, precision).c_str(), share);
 }
 
 }  // namespace zplan::cli

@@ -18,7 +18,12 @@ namespace zplan::cli {
 std::string describe_run(const models::Model& model, const hardware::Cluster& cluster);
 // "ZeRO-3, offload optimizer cpu, params none"
 std::string describe_zero(const sim::DsConfig& config);
-// "bf16, micro-batch 1 x gas 4 = 32 samples, seq 2048, checkpointing full, flash attention"
+// Every zero_optimization setting the config's stage reads, as resolved ("auto" filled in,
+// DeepSpeed's defaults where the file says nothing), ds_config key names and values:
+// "stage 3, offload_optimizer cpu (pin_memory true), offload_param none, overlap_comm true,
+// contiguous_gradients true, reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7, ...".
+std::string describe_zero_knobs(const sim::DsConfig& config);
+// "bf16, micro-batch 1 x gas 4 = 32 samples, seq 2048, checkpointing full, attention sdpa"
 std::string describe_training(const sim::DsConfig& config, const sim::Workload& workload);
 // describe_zero + ", " + describe_training
 std::string describe_config(const sim::DsConfig& config, const sim::Workload& workload);
@@ -27,8 +32,9 @@ nlohmann::json setup_to_json(const Setup& setup);
 nlohmann::json memory_report_to_json(const sim::MemoryReport& report);
 
 // The per-tier, per-phase breakdown table, and the verdict lines under it.
+// Categories are named in words, the model-dtype parameters by `precision`.
 void print_memory_report(std::ostream& out, const sim::MemoryReport& report,
-                         const hardware::Cluster& cluster);
+                         const hardware::Cluster& cluster, sim::Precision precision);
 // The unit a per-GPU rate is printed in: TFLOP/s, or GFLOP/s below a 1 TFLOP/s peak (CPU ranks),
 // where TFLOP/s would print 0.0.
 struct FlopsUnit {
@@ -49,7 +55,7 @@ struct TierUse {
 std::string headroom_remark(std::initializer_list<TierUse> tiers);
 // "fits: peak 61.2 GiB of 80.0 GiB (backward, activations 45%)" or
 // "does not fit: GPU short by 3.2 GiB at backward; optimizer states dominate (40%)".
-std::string memory_verdict(const sim::MemoryReport& report);
+std::string memory_verdict(const sim::MemoryReport& report, sim::Precision precision);
 
 }  // namespace zplan::cli
 

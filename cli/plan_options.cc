@@ -77,6 +77,8 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
       {}};
   r.problem.workload = resolve_workload(o.setup, r.problem.model);
   r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
+  check_attention_runs(r.problem.workload.attention, r.problem.precision,
+                       r.problem.cluster.profile.gpu);
   if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
   r.problem.nvme_path = o.setup.nvme_path;
   for (int i = 0; i < sim::kNumKnobs; ++i) {
@@ -148,7 +150,8 @@ nlohmann::json search_json(const planner::Problem& p, const planner::SearchResul
                   {"gpus", p.cluster.gpus},
                   {"nodes", p.cluster.nodes}};
   j["workload"] = {{"seq_len", p.workload.seq_len},
-                   {"flash_attention", p.workload.flash_attention},
+                   {"attention", sim::attention_name(p.workload.attention)},
+                   {"loss", p.workload.fused_loss ? "fused" : "standard"},
                    {"precision", sim::precision_name(p.precision)}};
   j["batch"] = {{"global_batch", s.space.batch.global_batch},
                 {"per_gpu", s.space.batch.per_gpu},

@@ -22,12 +22,15 @@
 //   hidden dropout masks 2*T*h bytes (after the out-projection and after the MLP; GPT, OPT,
 //                              NeoX with dropout; Llama blocks have none)
 //   attention, no flash  D*a*s*s*b (softmax output), and with attention dropout a*s*s*b mask +
-//                              D*a*s*s*b dropped probabilities
+//                              D*a*s*s*b dropped probabilities; the Llama family's eager code
+//                              upcasts the softmax to fp32 and repeats K and V for GQA (below)
 //   attention, flash     4*a*s*b  (fp32 logsumexp per row and head; scores never stored)
 // A GPT block (A = G = h, f = 4h, GeLU, dropout, D = 2): T*h*(2*(2+1+3+1+1+8) + 2) =
 // 34*T*h, plus 5*a*s*s*b without flash: Korthikanti's s*b*h*(34 + 5*a*s/h).
 // A Llama block (no dropout, D = 2, A = h): 2*T*(2h + h + h + 2G + h + h + 4f) =
-// 2*T*(6h + 2G + 4f), plus 4*a*s*b with flash attention or 2*a*s*s*b without.
+// 2*T*(6h + 2G + 4f), plus 4*a*s*b with flash attention; eager attention stores
+// 2*T*(6h + 2A + 4f) (K and V repeated to the query width) + (4 + 2)*a*s*s*b (fp32 softmax output
+// and its 16-bit copy).
 //
 // Everything below that is not a stored tensor of the paper's count is an estimate (reference §8
 // lists what is unconfirmed); docs/models.md has the same derivations.
@@ -85,14 +88,30 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     case LayerKind::kLmHead: {
       // Stored: the GEMM inputs (project_out's h and lm_head's e, or one h), the fp32
       // log-probabilities cross-entropy's backward reads (4*T*V) and the int64 labels (8T).
-      // The 4*T*V term is an estimate: Hugging Face upcasts the logits to fp32 for the loss
-      // (reference §6 recalls Korthikanti's output-layer term, unconfirmed).
+      // The 4*T*V term: Hugging Face's loss (ForCausalLMLoss in transformers/loss/loss_utils.py,
+      // the loss_function of every *ForCausalLM) upcasts the logits (`logits = logits.float()`)
+      // and calls nn.functional.cross_entropy, whose log_softmax saves its fp32 output for
+      // backward; the 16-bit logits and the fp32 copy are freed once it is computed.
       // Workspace (estimate), the backward peak: the gradient of the log-probabilities (fp32,
       // 4V), of the fp32 logits (4V, absent when activations are fp32 already) and of the
       // D-byte logits (D*V): with D = 2, 10*T*V -- the same size as the forward's 16-bit logits
       // + fp32 copy + log-softmax output.
       const double e = m.embed_proj_dim > 0 ? static_cast<double>(m.embed_proj_dim) : h;
       const double v = static_cast<double>(m.vocab);
+      const double projected_in = e != h ? dt * tokens * h : 0;  // project_out's input
+      if (options.fused_loss) {
+        // Fused linear + cross-entropy (Liger's LigerFusedLinearCrossEntropyFunction.forward,
+        // liger_kernel/ops/fused_linear_cross_entropy.py): the forward walks the tokens in chunks
+        // of about T*e/V rows, computes each chunk's logits, their softmax gradient in place and
+        // the chunk's contributions to the gradients of the input and of the weight; it saves
+        // those two (grad_input, D*T*e, and grad_weight, V*e in the weight's dtype, D here)
+        // instead of the input and the logits. Workspace (estimate): one chunk's logits, about
+        // T*e elements, and the matmul output it accumulates into grad_input, D*T*e.
+        out.stored_bytes = projected_in + dt * tokens * e + dt * v * e;
+        out.checkpoint_bytes = out.stored_bytes;
+        out.workspace_bytes = 2 * dt * tokens * e;
+        return out;
+      }
       out.stored_bytes = dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
       out.checkpoint_bytes = out.stored_bytes;
       out.workspace_bytes = tokens * v * (dt + (dt < 4 ? 4 : 0) + 4);
@@ -115,24 +134,39 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     mlp_grad_elements = 3 * f;  // the product's gradient, then the gate's and up's
   }
   const double norm_inputs = m.parallel_residual ? h : 2 * h;
-  const double elements =
-      norm_inputs + h + (q_width + 2 * kv_width) + q_width + h + mlp_elements;
   const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
   const bool attention_dropout = m.dropout && m.attention_dropout;
 
   const double scores = a * s * tokens;  // a*s*s*b elements
   double attention_bytes = 0;
   double attention_grad_bytes = 0;
+  double qkv_elements = q_width + 2 * kv_width;
   if (options.flash_attention) {
     attention_bytes = 4 * a * tokens;
     // Estimate: flash-attention 2's backward accumulates dQ in fp32 (4*T*A).
     attention_grad_bytes = 4 * tokens * q_width;
+  } else if (m.family == Family::kLlama) {
+    // Hugging Face eager attention of the Llama family (llama, mistral, qwen2:
+    // eager_attention_forward in models/llama/modeling_llama.py) saves for backward:
+    //   repeat_kv(key), repeat_kv(value): copies at the query width A (GQA expanded) -- the
+    //     matmuls save these, not the g-head K and V;
+    //   softmax(attn_weights, dim=-1, dtype=torch.float32): its fp32 output (4 bytes), which
+    //     softmax's backward reads;
+    //   .to(query.dtype): the D-byte probabilities the AV matmul saves (the same tensor in fp32);
+    //   dropout(p=attention_dropout): with p > 0 a 1-byte mask and the D-byte dropped copy.
+    qkv_elements = 3 * q_width;
+    attention_bytes = (4 + (dt < 4 ? dt : 0)) * scores + (attention_dropout ? (1 + dt) * scores : 0);
+    // Estimate: the probabilities' gradient (D), its fp32 cast and softmax's fp32 input
+    // gradient coexist.
+    attention_grad_bytes = (dt < 4 ? dt + 8 : 2 * dt) * scores;
   } else {
+    // GPT-2, OPT, GPT-NeoX eager attention: softmax in the compute dtype (their _attn).
     attention_bytes = dt * scores + (attention_dropout ? (1 + dt) * scores : 0);
     // Estimate: the gradients of the probabilities and of the scores coexist.
     attention_grad_bytes = 2 * dt * scores;
   }
 
+  const double elements = norm_inputs + h + qkv_elements + q_width + h + mlp_elements;
   out.stored_bytes =
       dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
   // Full recompute keeps the block input only (reference §6).

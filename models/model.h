@@ -118,6 +118,7 @@ struct Layer {
 struct ActivationOptions {
   bool flash_attention = true;  // fused attention: no a*s*s score tensors are stored
   int dtype_bytes = 2;          // 2 for fp16/bf16 training, 4 for fp32
+  bool fused_loss = false;      // fused linear + cross-entropy: no [T x V] logits are stored
 };
 
 // Activation bytes of one layer for one micro-batch (b sequences of s tokens).

@@ -103,10 +103,30 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "else wrap each block in deepspeed.checkpointing.checkpoint -- the "
         "activation_checkpointing block only configures DeepSpeed's implementation");
   }
-  if (problem.workload.flash_attention) {
+  if (c[Knob::kCheckpointing] == 2) {
+    // checkpointing.py CheckpointFunction: CPU_CHECKPOINT moves the inputs it saves to the host;
+    // torch.utils.checkpoint (Hugging Face's gradient_checkpointing) never reads the block.
     out.push_back(
-        "attention: the prediction assumes a fused kernel (FlashAttention or PyTorch "
-        "SDPA); without one, re-plan with --no-flash-attention");
+        "cpu_checkpointing: the prediction keeps the checkpoints in host memory, which only "
+        "DeepSpeed's own checkpoint function does (deepspeed.checkpointing.checkpoint, as "
+        "Megatron-DeepSpeed's --checkpoint-activations uses it); Hugging Face's "
+        "gradient_checkpointing (torch.utils.checkpoint) ignores it and keeps them on the GPU");
+  }
+  if (problem.workload.fused_attention()) {
+    out.push_back(std::string("attention: the prediction assumes attn_implementation=\"") +
+                  sim::attention_name(problem.workload.attention) +
+                  "\" (Hugging Face's default is sdpa); with eager attention, re-plan with "
+                  "--attention eager");
+  } else {
+    out.push_back(
+        "attention: the prediction assumes eager attention, which keeps [b, heads, s, s] "
+        "tensors per layer; attn_implementation=\"sdpa\" or flash_attention_2 would not");
+  }
+  if (problem.workload.fused_loss) {
+    out.push_back(
+        "loss: the prediction assumes a fused linear + cross-entropy kernel (Liger's "
+        "use_liger_kernel=True / LigerFusedLinearCrossEntropyLoss); Hugging Face's own loss "
+        "materializes the logits and their fp32 copy");
   }
   if (c.offload_level() > 0) {
     out.push_back(strformat(
@@ -176,7 +196,7 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
                   shortfall_size(e.fit.over.gpu).c_str(), sim::phase_name(e.gpu_peak_phase),
                   gib(e.peak_bytes[kGpu]).c_str(),
                   gib(problem.cluster.profile.gpu.memory_bytes * (1 - problem.headroom)).c_str(),
-                  category_words(static_cast<int>(d)).c_str(), 100 * b[d] / b.total()));
+                  category_words(static_cast<int>(d), problem.precision).c_str(), 100 * b[d] / b.total()));
   }
   if (!e.fit.host_fits()) {
     auto [d, frac] = host_dominant(e);
@@ -184,7 +204,7 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
         "host memory short by %s per node (peak %s of %s usable; %s %.0f%%)",
         shortfall_size(e.fit.over.host).c_str(), gib(e.host_peak_bytes).c_str(),
         gib(problem.cluster.profile.node.host_memory_bytes * (1 - problem.headroom)).c_str(),
-        category_words(d).c_str(), 100 * frac));
+        category_words(d, problem.precision).c_str(), 100 * frac));
   }
   if (!e.fit.nvme_fits()) {
     add(strformat(

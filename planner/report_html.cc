@@ -281,7 +281,7 @@ std::string memory_bars(const ReportInput& in) {
       o += strformat(
           "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
           "<title>%s: %.2f GiB</title></rect>",
-          x, y, wpx, kBarHeight, kCategoryColor[c], esc(category_words(c)).c_str(), g);
+          x, y, wpx, kBarHeight, kCategoryColor[c], esc(category_words(c, p.precision)).c_str(), g);
       x += wpx;
     }
     std::string right = strformat("%.1f GiB", e.peak_bytes[kGpu] / kGiB);
@@ -304,7 +304,7 @@ std::string memory_bars(const ReportInput& in) {
   o += "</svg><div class=\"legend\">";
   for (int c = 0; c < sim::kNumCategories; ++c) {
     o += strformat("<span><i style=\"background:%s\"></i>%s</span>", kCategoryColor[c],
-                   esc(category_words(c)).c_str());
+                   esc(category_words(c, p.precision)).c_str());
   }
   o += "</div><p class=\"note\">The breakdown at each configuration's GPU peak (the larger of "
        "the analytic bound and the simulated schedule): first the configuration shown in "
@@ -585,7 +585,7 @@ std::string render_report_html(const ReportInput& in) {
           sim::precision_name(p.precision), static_cast<long long>(s.space.batch.global_batch),
           si(static_cast<double>(s.space.batch.global_batch * p.workload.seq_len)).c_str(),
           static_cast<long long>(s.space.batch.per_gpu), static_cast<long long>(p.workload.seq_len),
-          p.workload.flash_attention ? "flash attention" : "no flash attention", s.stats.generated,
+          (std::string("attention ") + sim::attention_name(p.workload.attention)).c_str(), s.stats.generated,
           s.stats.pruned, s.stats.simulated, s.stats.fitting, 100 * p.headroom)) +
       "</p>\n";
   o += summary_section(in) + "\n";

@@ -326,7 +326,8 @@ std::string family_name(const Candidate& c) {
 std::string short_description(const Candidate& c) {
   std::string s = family_name(c) + ", micro-batch " + std::to_string(c[Knob::kMicroBatch]) +
                   " x gas " + std::to_string(c.gas);
-  if (c[Knob::kCheckpointing]) s += ", checkpointing";
+  if (c[Knob::kCheckpointing] == 1) s += ", checkpointing";
+  if (c[Knob::kCheckpointing] == 2) s += ", checkpointing to CPU";
   return s;
 }
 
@@ -436,6 +437,7 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   d.gradient_accumulation_steps = c.gas;
   d.train_batch_size = c[Knob::kMicroBatch] * c.gas * problem.cluster.gpus;
   d.activation_checkpointing.enabled = c[Knob::kCheckpointing] != 0;
+  d.activation_checkpointing.cpu_checkpointing = c[Knob::kCheckpointing] == 2;
   return d;
 }
 

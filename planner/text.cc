@@ -21,9 +21,9 @@ std::string si(double v) {
   return strformat("%.0f", v);
 }
 
-std::string category_words(int category) {
+std::string category_words(int category, sim::Precision precision) {
   std::string s = sim::category_name(static_cast<sim::Category>(category));
-  if (s == "params16") return "16-bit params";
+  if (s == "params16") return std::string(sim::precision_name(precision)) + " params";
   if (s == "master32") return "fp32 master weights";
   if (s == "grads32") return "fp32 grads";
   for (char& c : s) {

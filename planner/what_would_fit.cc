@@ -25,7 +25,7 @@ constexpr int kMaxNodes = 4096;
 // The candidate of a family that needs the least memory within `space`'s lists (and DeepSpeed's
 // and Hugging Face's default values): micro-batch 1, checkpointing, the smallest buffers.
 Candidate frugal_candidate(const SearchSpace& space, int64_t hidden, int stage, int64_t opt,
-                           int64_t param) {
+                           int64_t param, int64_t checkpointing = 1) {
   auto min_of = [&](Knob k, std::initializer_list<int64_t> extra) {
     int64_t m = *std::min_element(space.values[index(k)].begin(), space.values[index(k)].end());
     for (int64_t x : extra) m = std::min(m, x);
@@ -36,7 +36,7 @@ Candidate frugal_candidate(const SearchSpace& space, int64_t hidden, int stage, 
   c.v[index(Knob::kOffloadOptimizer)] = opt;
   c.v[index(Knob::kOffloadParam)] = param;
   c.v[index(Knob::kMicroBatch)] = 1;
-  c.v[index(Knob::kCheckpointing)] = 1;
+  c.v[index(Knob::kCheckpointing)] = checkpointing;
   // Without overlap_comm stages 1-2 keep one IPG buffer instead of two; stage 3 the same one.
   c.v[index(Knob::kOverlapComm)] = stage == 3 ? 1 : 0;
   const int64_t h2 = hidden * hidden;
@@ -103,15 +103,16 @@ struct FitCheck {
 
 // Whether some family's frugal config fits `problem` by the analytic bound (with headroom): of
 // every family, or with `within_lists` of those the space's lists hold.
+// With `checkpointing` 2, the frugal configs checkpoint to host memory (cpu_checkpointing).
 FitCheck any_frugal_fits(const Problem& problem, const SearchSpace& space, int max_level,
-                         bool within_lists) {
+                         bool within_lists, int64_t checkpointing = 1) {
   BatchPlan batch;
   batch.global_batch = problem.cluster.gpus;
   batch.per_gpu = 1;
   const sim::DsConfig base = base_config(problem, batch);
   for (const auto& f : families(max_level, within_lists ? &space : nullptr)) {
-    Candidate c =
-        frugal_candidate(space, problem.model.shape().hidden, static_cast<int>(f[0]), f[1], f[2]);
+    Candidate c = frugal_candidate(space, problem.model.shape().hidden, static_cast<int>(f[0]),
+                                   f[1], f[2], checkpointing);
     sim::DsConfig config = to_ds_config(c, base, problem);
     sim::MemoryReport m =
         sim::analyze_memory(problem.model, problem.cluster, config, problem.workload);
@@ -333,6 +334,29 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
         break;
       }
     }
+  }
+  // 4. The memory tricks the search does not try by default, each alone, on these GPUs within the
+  // lists: what the model code does (sdpa instead of eager attention, a fused loss) and
+  // cpu_checkpointing -- where they fit offloading less than line 1's family.
+  const int trick_level = here.fits ? here.how.offload_level() - 1 : 2;
+  if (trick_level >= 0) {
+    auto trick = [&](const Problem& p, int64_t ckpt, const std::string& words) {
+      FitCheck f = any_frugal_fits(p, s.space, trick_level, /*within_lists=*/true, ckpt);
+      if (f.fits) out.push_back(words + ": fits with " + fit_words(p, f));
+    };
+    if (!problem.workload.fused_attention()) {
+      Problem sdpa = problem;
+      sdpa.workload.attention = sim::Attention::kSdpa;
+      trick(sdpa, 1, "attn_implementation=\"sdpa\" (--attention sdpa) instead of eager");
+    }
+    if (!problem.workload.fused_loss) {
+      Problem fused = problem;
+      fused.workload.fused_loss = true;
+      trick(fused, 1, "a fused linear + cross-entropy loss such as Liger's (--loss fused)");
+    }
+    trick(problem, 2,
+          "checkpoints in host memory (--checkpointing cpu: cpu_checkpointing, with "
+          "deepspeed.checkpointing.checkpoint in the model)");
   }
   // Why the lists fit on no count, unless they do on these GPUs with micro-batch 1 and
   // checkpointing (a cluster past the counts tried; line 1 covers it).

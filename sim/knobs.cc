@@ -34,7 +34,8 @@ constexpr KnobInfo kKnobs[kNumKnobs] = {
     {"offload_optimizer", "--offload-optimizer", Type::kOffload, 0, 2},
     {"offload_param", "--offload-param", Type::kOffload, 0, 2},
     {"micro_batch", "--micro-batch", Type::kInteger, 1, 1'000'000},
-    {"checkpointing", "--checkpointing", Type::kOnOff, 0, 1},
+    // 0 none, 1 full, 2 full with cpu_checkpointing (checkpoints in host memory).
+    {"checkpointing", "--checkpointing", Type::kOnOff, 0, 2},
     {"overlap_comm", "--overlap-comm", Type::kOnOff, 0, 1},
     {"reduce_bucket_size", "--reduce-bucket", Type::kSize, 1, kMaxElements},
     {"allgather_bucket_size", "--allgather-bucket", Type::kSize, 1, kMaxElements},
@@ -97,8 +98,9 @@ int64_t parse_word(const KnobInfo& k, const std::string& text, const std::string
   const bool ckpt = std::string_view(k.name) == "checkpointing";
   if (w == "false" || w == "off" || w == "0" || (ckpt && w == "none")) return 0;
   if (w == "true" || w == "on" || w == "1" || (ckpt && w == "full")) return 1;
+  if (ckpt && w == "cpu") return 2;
   throw InputError(where, "'" + text + "' is not " +
-                              (ckpt ? std::string("none or full") : std::string("true or false")));
+                              (ckpt ? std::string("none, full or cpu") : std::string("true or false")));
 }
 
 void add_value(KnobValues* out, int64_t v, const std::string& where) {
@@ -265,7 +267,7 @@ std::string format_knob_value(Knob knob, int64_t v) {
     case Type::kOffload:
       return v == 0 ? "none" : v == 1 ? "cpu" : "nvme";
     case Type::kOnOff:
-      if (knob == Knob::kCheckpointing) return v ? "full" : "none";
+      if (knob == Knob::kCheckpointing) return v == 2 ? "cpu" : v ? "full" : "none";
       return v ? "true" : "false";
     case Type::kInteger:
       return std::to_string(v);

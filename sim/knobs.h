@@ -55,7 +55,8 @@ using KnobValues = std::vector<int64_t>;
 //  * stage, micro-batch: integers; "A-B" is every integer from A to B, "A-B:S" steps by S.
 //  * sizes (elements): 5e8, 500000000, 2e8; "A-B" doubles from A while <= B, "A-Bx F" (written
 //    "A-B*F") multiplies by F.
-//  * offload devices: none, cpu, nvme. checkpointing: none, full (or off/on, false/true).
+//  * offload devices: none, cpu, nvme. checkpointing: none, full (or off/on, false/true), cpu (full
+//    checkpointing with activation_checkpointing.cpu_checkpointing: checkpoints in host memory).
 //    overlap_comm: true, false (or on/off, 1/0).
 // Throws InputError(where, ...) with one line for an empty list or item, a value that is not a
 // number or is out of range for the knob (stage 0-3, micro-batch >= 1, sizes >= 0 and > 0 where

@@ -76,7 +76,8 @@ double nvme_param_swap_pinned_bytes(const ZeroSizes& s, const DsConfig& config) 
 ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
                                 const Workload& workload) {
   models::ActivationOptions options;
-  options.flash_attention = workload.flash_attention;
+  options.flash_attention = workload.fused_attention();
+  options.fused_loss = workload.fused_loss;
   options.dtype_bytes = precision_bytes(config.precision);
   const auto& ac = config.activation_checkpointing;
   ActivationPlan plan;

@@ -4,6 +4,17 @@
 
 namespace zplan::sim {
 
+EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes) {
+  // Per score element, D = dtype bytes, and a cast pass u = D + 4 when D < 4 (none in fp32):
+  // forward: the scaling multiply (read D, write D), the mask add (read D and the mask's D,
+  // write D), the upcast to fp32 (u), the softmax (read 4, write 4), the cast back (u);
+  // backward: the cast's gradient (u), softmax's backward (read the gradient and the output,
+  // write one: 12), the cast of its result back (u) and the scaling's gradient (2D).
+  const double d = dtype_bytes;
+  const double u = dtype_bytes < 4 ? d + 4 : 0;
+  return {5 * d + 8 + 2 * u, 12 + 2 * u + 2 * d};
+}
+
 namespace {
 
 struct OpTime {
@@ -12,7 +23,8 @@ struct OpTime {
 
 // Forward and backward time of one operation over T = batch * seq tokens.
 OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double seq,
-               double batch, int dtype_bytes, bool flash) {
+               double batch, int dtype_bytes, const Workload& workload) {
+  const bool flash = workload.fused_attention();
   using hardware::gemm_time_s;
   const double tokens = seq * batch;
   OpTime t;
@@ -26,20 +38,29 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       break;
     }
     case models::OpKind::kAttention: {
-      // QK^T and PV over the sequence: 4 * T * s * h * d FLOPs. A fused kernel runs at the
-      // profile's attention efficiency and its backward recomputes the scores (2.5x); without
-      // one, the two products are batched GEMMs ([b*h*s x s] over d, [b*h*s x d] over s) and
-      // the backward is twice the forward.
+      // QK^T and PV over the sequence: 4 * T * s * h * d FLOPs (the model FLOPs MFU counts,
+      // causal mask not discounted). A fused kernel (sdpa's flash / memory-efficient backends,
+      // FlashAttention-2/3) skips the blocks the causal mask hides, so it executes about half of
+      // them (kCausalFraction), at the profile's attention efficiency -- which Dao's FA2 paper
+      // measures against the same halved count for causal runs -- and its backward recomputes
+      // the scores (2.5x). Eager attention computes the full s x s products as batched GEMMs
+      // ([b*h*s x s] over d, [b*h*s x d] over s; backward twice the forward) and runs the
+      // softmax and its casts as separate memory-bound kernels over the a*s*s*b scores.
       const double heads = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
       t.fwd_flops = 4 * tokens * seq * heads * d;
       if (flash) {
-        t.fwd_s = hardware::attention_time_s(gpu, t.fwd_flops, dtype_bytes);
-        t.bwd_s = hardware::attention_time_s(gpu, kFlashBackwardFactor * t.fwd_flops, dtype_bytes);
+        const double executed = kCausalFraction * t.fwd_flops;
+        t.fwd_s = hardware::attention_time_s(gpu, executed, dtype_bytes);
+        t.bwd_s = hardware::attention_time_s(gpu, kFlashBackwardFactor * executed, dtype_bytes);
       } else {
         const double rows = batch * heads * seq;
         t.fwd_s = gemm_time_s(gpu, rows, seq, d, dtype_bytes) +
                   gemm_time_s(gpu, rows, d, seq, dtype_bytes);
         t.bwd_s = 2 * t.fwd_s;
+        const EagerSoftmaxBytes e = eager_softmax_bytes(dtype_bytes);
+        const double scores = rows * seq;
+        t.fwd_s += hardware::memory_bound_time_s(gpu, e.forward * scores);
+        t.bwd_s += hardware::memory_bound_time_s(gpu, e.backward * scores);
       }
       break;
     }
@@ -132,7 +153,7 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSp
         cur.fetch_module = op.module;
         cur_has_fetch = true;
       }
-      OpTime t = op_time(op, gpu, seq, batch, dtype, workload.flash_attention);
+      OpTime t = op_time(op, gpu, seq, batch, dtype, workload);
       cur.fwd_s += t.fwd_s;  // launch overheads are in the cost functions
       cur.bwd_s += t.bwd_s;
       cur.fwd_flops += t.fwd_flops;

@@ -22,6 +22,21 @@ namespace zplan::sim {
 // (Dao, FlashAttention-2, 2023, §3.1.2; its FLOP counts use the same factor).
 inline constexpr double kFlashBackwardFactor = 2.5;
 
+// Causal self-attention: a fused kernel skips the key blocks the mask hides entirely, executing
+// about half of the s x s products (s/2 * (s + block) of s^2; FlashAttention-2's and -3's
+// benchmarks count causal FLOPs as half of the full count, Dao 2023 §4.1).
+inline constexpr double kCausalFraction = 0.5;
+
+// Eager attention's memory-bound passes over the a*s*s*b scores, in bytes per score element
+// (Hugging Face eager_attention_forward: scale, mask add, softmax with dtype=float32, cast back;
+// an estimate that counts each kernel's reads and writes once; the older GPT-2, OPT and NeoX
+// code, which softmaxes in the compute dtype, is counted the same).
+struct EagerSoftmaxBytes {
+  double forward = 0;
+  double backward = 0;
+};
+EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes);
+
 struct Piece {
   int layer = 0;
   int first_op = 0, end_op = 0;  // the layer's ops [first_op, end_op)

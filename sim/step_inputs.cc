@@ -79,8 +79,8 @@ void visit(const DsConfig& s, F& f) {
 
 template <typename F>
 void visit(const Workload& s, F& f) {
-  const auto& [seq_len, flash_attention] = s;
-  f(seq_len), f(flash_attention);
+  const auto& [seq_len, attention, fused_loss] = s;
+  f(seq_len), f(attention), f(fused_loss);
 }
 
 template <typename F>

@@ -28,6 +28,30 @@ const char* precision_name(Precision p) {
   return "fp32";
 }
 
+const char* attention_name(Attention a) {
+  switch (a) {
+    case Attention::kEager:
+      return "eager";
+    case Attention::kSdpa:
+      return "sdpa";
+    case Attention::kFlash2:
+      return "flash_attention_2";
+    case Attention::kFlash3:
+      return "flash_attention_3";
+  }
+  return "sdpa";
+}
+
+std::optional<Attention> attention_from_name(const std::string& name) {
+  std::string n;
+  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "eager") return Attention::kEager;
+  if (n == "sdpa") return Attention::kSdpa;
+  if (n == "flash2" || n == "flash_attention_2") return Attention::kFlash2;
+  if (n == "flash3" || n == "flash_attention_3") return Attention::kFlash3;
+  return std::nullopt;
+}
+
 const char* offload_device_name(OffloadDevice d) {
   switch (d) {
     case OffloadDevice::kNone:

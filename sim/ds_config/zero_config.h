@@ -130,11 +130,31 @@ struct ParseContext {
   std::vector<std::string>* notes = nullptr;
 };
 
-// What is trained, beyond the model and the ds_config: the sequence length and the attention
-// kernel. (Activation checkpointing is in DsConfig::activation_checkpointing.)
+// The attention implementation of the model code, as Hugging Face transformers names it
+// (attn_implementation): "eager" (matmul + softmax + matmul, [b, heads, s, s] tensors kept for
+// backward), "sdpa" (torch.nn.functional.scaled_dot_product_attention, the default of
+// transformers >= 4.36 where PyTorch has it; causal training dispatches to its flash or
+// memory-efficient kernels), "flash_attention_2" and "flash_attention_3" (the flash-attn
+// packages; FA3 needs Hopper). The fused three keep O(b*s*heads) softmax statistics, not s^2.
+enum class Attention { kEager, kSdpa, kFlash2, kFlash3 };
+// "eager", "sdpa", "flash_attention_2", "flash_attention_3".
+const char* attention_name(Attention a);
+// Reads a name as --attention takes it: the HF spellings above, or "flash2" / "flash3"
+// (case-insensitive); nullopt for anything else.
+std::optional<Attention> attention_from_name(const std::string& name);
+
+// What is trained, beyond the model and the ds_config: the sequence length, the attention
+// implementation and the loss kernel. (Activation checkpointing is in
+// DsConfig::activation_checkpointing.)
 struct Workload {
   int64_t seq_len = 2048;
-  bool flash_attention = true;
+  Attention attention = Attention::kSdpa;
+  // A fused linear + cross-entropy loss (Liger's LigerFusedLinearCrossEntropyLoss, Apple's Cut
+  // Cross-Entropy): the [b, s, vocab] logits and their fp32 copies are never materialized.
+  bool fused_loss = false;
+
+  // sdpa and flash: a fused kernel, no s^2 tensor stored, masked blocks skipped.
+  bool fused_attention() const { return attention != Attention::kEager; }
 };
 
 // Reads a ds_config JSON document. Throws InputError naming `file` and the JSON pointer for:

@@ -153,7 +153,7 @@ TEST_CASE("a calibrated profile changes simulate_step's predictions against its 
   const hardware::Profile calibrated = c.built->profile;
   const hardware::Profile base = hardware::load_profile("a100");
   const models::Model model = models::load_model("1.3b");
-  sim::Workload w{2048, true};
+  sim::Workload w{2048, sim::Attention::kSdpa};
 
   sim::DsConfig z3 = sim::testing::config(stage_json(3), 8, 2048);
   double t_base = sim::simulate_step(model, hardware::make_cluster(base, 8, 1), z3, w).step_time_s;
@@ -191,7 +191,7 @@ TEST_CASE("on a CPU profile the simulator follows the measured collectives", "[c
   const hardware::Profile slow_profile = fake_profile(slow);
   const models::Model model = models::load_model("tiny-mlp");
   sim::DsConfig z2 = sim::testing::config(stage_json(2, "", 1), 8, 1024);
-  sim::Workload w{1, true};
+  sim::Workload w{1, sim::Attention::kSdpa};
   double t_fast =
       sim::simulate_step(model, hardware::make_cluster(fast_profile, 8, 1), z2, w).step_time_s;
   double t_slow =

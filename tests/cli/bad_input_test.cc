@@ -98,7 +98,7 @@ TEST_CASE("numbers are printed in the units they need", "[cli]") {
   REQUIRE(grouped.exit_code == 0);
   REQUIRE(each.exit_code == 0);
   CHECK(step_line(grouped.out).substr(0, 90) == step_line(each.out).substr(0, 90));
-  CHECK(grouped.out.find(" 14 x 0.443 s ") != std::string::npos);
+  CHECK(grouped.out.find(" 14 x 0.404 s ") != std::string::npos);
 }
 
 TEST_CASE("a flag's value of the wrong type is a bad value (exit 1), as any other", "[cli]") {
@@ -381,6 +381,57 @@ TEST_CASE(
                         1, "nodir/r.html: cannot create a file here");
   CHECK_FALSE(fs::exists(dir + "/ds.json"));
   for (const std::string& p : {pipe, sub, link, to_pipe, dangling}) fs::remove(p);
+}
+
+TEST_CASE("attention and loss flags: the names users write, and what cannot run", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) + " --model 125m --gpus 8 --stage 2 ";
+    // Hugging Face's spellings and the short ones.
+    for (const char* a : {"eager", "SDPA", "flash_attention_2", "flash2"}) {
+      INFO(a);
+      RunResult r = run_zplan(base + "--hw a100 --attention " + a);
+      CHECK(r.exit_code == 0);
+    }
+    CHECK(run_zplan(base + "--hw h100 --attention flash3").exit_code == 0);
+    expect_one_line_error(run_zplan(base + "--hw a100 --attention flash"), 1,
+                          "--attention: must be eager, sdpa, flash_attention_2 (flash2) or "
+                          "flash_attention_3 (flash3), got 'flash'");
+    expect_one_line_error(run_zplan(base + "--hw a100 --attention flash3"), 1,
+                          "runs on Hopper GPUs (H100, H200) only");
+    expect_one_line_error(run_zplan(base + "--hw v100 --precision fp16 --attention flash2"), 1,
+                          "needs an Ampere or newer GPU");
+    expect_one_line_error(run_zplan(base + "--hw a100 --precision fp32 --attention flash2"), 1,
+                          "runs in fp16 or bf16 only");
+    expect_one_line_error(run_zplan(base + "--hw a100 --attention sdpa --no-flash-attention"), 1,
+                          "--no-flash-attention: contradicts --attention sdpa");
+    expect_one_line_error(run_zplan(base + "--hw a100 --loss liger"), 1,
+                          "--loss: must be standard or fused, got 'liger'");
+    expect_one_line_error(run_zplan(base + "--hw a100 --checkpointing gpu"), 1,
+                          "is not none, full or cpu");
+  }
+}
+
+TEST_CASE("memory and simulate print every resolved ZeRO knob, and params by their dtype",
+          "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    RunResult r = run_zplan(std::string(cmd) +
+                            " --model 125m --gpus 8 --hw a100 --precision fp32 --stage 3");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("zero_optimization: stage 3, offload_optimizer none, offload_param none, "
+                     "overlap_comm true, contiguous_gradients true, reduce_bucket_size") !=
+          std::string::npos);
+    for (const char* key : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                            "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                            "sub_group_size"}) {
+      CHECK(r.out.find(key) != std::string::npos);
+    }
+    CHECK(r.out.find("fp32 params") != std::string::npos);
+    CHECK(r.out.find("params16") == std::string::npos);
+    CHECK(r.out.find("16-bit params") == std::string::npos);
+  }
 }
 
 }  // namespace

@@ -80,9 +80,14 @@ TEST_CASE("Llama block counted from its own ops", "[models]") {
     // input 2sbh, gate, up, silu(gate), product 4*2*s*b*f: 16sbh + 8sbf; flash stats 4*a*s*b.
     LayerActivations act = m.layer_activations(5, 4096, 2, flash(true));
     CHECK(act.stored_bytes == 16 * s * b * h + 8 * s * b * f + 4 * a * s * b);
-    // Without flash: the a*s^2 probabilities in 16-bit.
+    // Eager (HF eager_attention_forward): the fp32 softmax output 4*a*s^2*b and its bf16 copy
+    // 2*a*s^2*b (no GQA here, so no repeated K/V beyond what flash keeps).
     CHECK(m.layer_activations(5, 4096, 2, flash(false)).stored_bytes ==
-          16 * s * b * h + 8 * s * b * f + 2 * a * s * s * b);
+          16 * s * b * h + 8 * s * b * f + 6 * a * s * s * b);
+    // fp32 training: .to(query.dtype) returns the fp32 softmax output itself, one 4-byte copy;
+    // every element tensor doubles.
+    CHECK(m.layer_activations(5, 4096, 2, flash(false, 4)).stored_bytes ==
+          2 * (16 * s * b * h + 8 * s * b * f) + 4 * a * s * s * b);
     CHECK(act.checkpoint_bytes == 2 * s * b * h);
     // Workspace estimate: in/out gradients 4sbh + SwiGLU's three gradients 3*2*s*b*f.
     CHECK(act.workspace_bytes == 4 * s * b * h + 6 * s * b * f);
@@ -93,6 +98,10 @@ TEST_CASE("Llama block counted from its own ops", "[models]") {
     // 2*s*b*(6h + 2*g*d + 4f) + 4*a*s*b.
     CHECK(m.layer_activations(1, 4096, 2, flash(true)).stored_bytes ==
           2 * s * b * (6 * h + 2 * gd + 4 * f) + 4 * a * s * b);
+    // Eager: repeat_kv copies K and V to the query width (2*2*s*b*h, not 2*2*s*b*g*d), plus
+    // the fp32 and bf16 probabilities.
+    CHECK(m.layer_activations(1, 4096, 2, flash(false)).stored_bytes ==
+          2 * s * b * (6 * h + 2 * h + 4 * f) + 6 * a * s * s * b);
   }
 }
 
@@ -102,9 +111,10 @@ TEST_CASE("attention dropout in a Llama config stores the probability mask", "[m
     "attention_dropout": 0.1})";
   Model m = model_from_hf_config(nlohmann::json::parse(config), "config.json");
   const double s = 512, b = 2, h = 256, a = 4, f = 512;
-  // 2*s*b*(6h + 2h + 4f) + softmax output 2*a*s^2*b + mask a*s^2*b + dropped copy 2*a*s^2*b.
+  // 2*s*b*(6h + 2h + 4f) + fp32 softmax output 4*a*s^2*b + its bf16 copy 2*a*s^2*b + mask
+  // a*s^2*b + dropped copy 2*a*s^2*b.
   CHECK(m.layer_activations(1, 512, 2, flash(false)).stored_bytes ==
-        2 * s * b * (8 * h + 4 * f) + 5 * a * s * s * b);
+        2 * s * b * (8 * h + 4 * f) + 9 * a * s * s * b);
   // Flash attention regenerates the mask: statistics only.
   CHECK(m.layer_activations(1, 512, 2, flash(true)).stored_bytes ==
         2 * s * b * (8 * h + 4 * f) + 4 * a * s * b);

@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/atomic_file.h"
 #include "sim/ds_config/zero_config.h"
 #include "tests/cli/cli_test_util.h"
@@ -249,6 +251,31 @@ TEST_CASE("memory and simulate say when a config fits only inside the planner's 
   // With room to spare, no remark.
   RunResult roomy = run_zplan("memory --model 20b --gpus 8 --hw a100 --stage 3 --micro-batch 1");
   CHECK(roomy.out.find("headroom") == std::string::npos);
+}
+
+TEST_CASE("plan searches cpu_checkpointing when listed, and names the memory tricks when "
+          "nothing fits", "[planner]") {
+  const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+  const std::string out = dir + "/zplan-cpu-ckpt-" + std::to_string(getpid()) + ".json";
+  // Llama-3-8B at 128k tokens with a fused loss on 8 x A100: GPU checkpoints need 92.8 GiB at
+  // ZeRO-3 without offload; in host memory they leave 58.7 GiB (docs/cost_model.md §6).
+  const std::string base =
+      "plan --model llama3-8b --gpus 8 --hw a100 --seq-len 131072 --loss fused --stage 3 "
+      "--offload-optimizer none --offload-param none --force --out " + out + " ";
+  RunResult r = run_zplan(base + "--checkpointing none,full,cpu");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("recommended: ZeRO-3, micro-batch 1 x gas 2, checkpointing to CPU") !=
+        std::string::npos);
+  CHECK(r.out.find("cpu_checkpointing: the prediction keeps the checkpoints in host memory") !=
+        std::string::npos);
+  const nlohmann::json written = nlohmann::json::parse(slurp(out));
+  CHECK(written["activation_checkpointing"]["cpu_checkpointing"] == true);
+  // Without it in the list nothing without offload fits, and "what would fit" names it.
+  RunResult none = run_zplan(base + "--checkpointing none,full");
+  CHECK(none.exit_code == 3);
+  CHECK(none.out.find("checkpoints in host memory (--checkpointing cpu") != std::string::npos);
+  std::remove(out.c_str());
 }
 
 }  // namespace zplan::testing

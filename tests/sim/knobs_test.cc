@@ -40,6 +40,8 @@ TEST_CASE("knob lists: values, integer and geometric ranges, words", "[sim]") {
   CHECK(parse(Knob::kPrefetchBucket, "0") == KnobValues{0});  // "no prefetch" is a setting
   CHECK(parse(Knob::kOffloadOptimizer, "none,cpu,NVMe") == KnobValues{0, 1, 2});
   CHECK(parse(Knob::kCheckpointing, "none,full") == KnobValues{0, 1});
+  // cpu: full checkpointing with cpu_checkpointing.
+  CHECK(parse(Knob::kCheckpointing, "none,full,CPU") == KnobValues{0, 1, 2});
   CHECK(parse(Knob::kOverlapComm, "true,off") == KnobValues{1, 0});
 }
 
@@ -49,6 +51,7 @@ TEST_CASE("knob values print the way people write them", "[sim]") {
   CHECK(format_knob_value(Knob::kReduceBucket, 25'000'000) == "25e6");
   CHECK(format_knob_value(Knob::kOffloadParam, 2) == "nvme");
   CHECK(format_knob_value(Knob::kCheckpointing, 1) == "full");
+  CHECK(format_knob_value(Knob::kCheckpointing, 2) == "cpu");
   CHECK(format_knob_values(Knob::kStage, {1, 2}) == "1,2");
 }
 

@@ -52,7 +52,7 @@ TEST_CASE("model states match the ZeRO paper: 7.5B parameters on 64 GPUs", "[mem
   const double expected[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
   for (int stage = 0; stage <= 3; ++stage) {
     DsConfig c = config(zero_json(stage), 64);
-    MemoryReport r = analyze_memory(model, cluster, c, Workload{1, true});
+    MemoryReport r = analyze_memory(model, cluster, c, Workload{1, Attention::kSdpa});
     CHECK(r.gpu_model_state_bytes == Approx(expected[stage]).epsilon(1e-12));
   }
 }
@@ -63,7 +63,7 @@ TEST_CASE("stage 2 step peak is 2Ψ + 20Ψ/N as DeepSpeed allocates it", "[memor
   // Ψ = 1,048,576,000 on 8 GPUs: 2,097,152,000 + 2,621,440,000 = 4,718,592,000 bytes.
   const models::Model model = one_tensor_model(1'048'576'000);
   DsConfig c = config(zero_json(2), 8);
-  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
   CHECK(r.phases[2][Tier::kGpu].total() == Approx(4'718'592'000.0).epsilon(1e-12));
   CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == Approx(4.0 * 1'048'576'000 / 8));
 }
@@ -76,7 +76,7 @@ TEST_CASE("stage 1/2 IPG buckets double with overlap_comm, stage 3's do not", "[
     DsConfig c = config(zero_json(stage, R"(, "reduce_bucket_size": 50000000, "overlap_comm": )" +
                                              std::string(overlap ? "true" : "false")),
                         8);
-    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
     return r.phases[1][Tier::kGpu][Category::kBuckets];
   };
   // Stage 2 backward: IPG buffers + the flatten copy of one bucket (min(B, Ψ) = 4e7 elements).
@@ -96,7 +96,7 @@ TEST_CASE("optimizer offload moves 18Ψ/N (+2Ψ/N params) to the host", "[memory
   DsConfig c = config(zero_json(3, R"(, "offload_optimizer": {"device": "cpu"},
                                         "offload_param": {"device": "cpu"})"),
                       8);
-  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
   CHECK(r[Tier::kPinnedHost].peak_bytes == Approx(8 * (4 + 4 + 2 + 2) * P));
   CHECK(r[Tier::kHost].peak_bytes == Approx(8 * 8 * P));
   CHECK(r.phases[0][Tier::kGpu][Category::kParams16] == 0);
@@ -111,7 +111,7 @@ TEST_CASE("NVMe offload puts 16 bytes per partition element on NVMe", "[memory]"
   DsConfig c = config(zero_json(3, R"(, "offload_optimizer": {"device": "nvme",
                                         "nvme_path": "/nvme"})"),
                       8);
-  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, true});
+  MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
   CHECK(r[Tier::kNvme].peak_bytes == Approx(8 * 16 * P));
   CHECK(r.phases[0][Tier::kPinnedHost][Category::kSwapBuffers] == Approx(8 * 4 * P * 4));
 }
@@ -123,7 +123,7 @@ TEST_CASE("stage 3 per-GPU memory never grows with more GPUs", "[memory][propert
     for (int gpus : {8, 16, 32, 64, 128, 256, 512}) {
       DsConfig c = config(zero_json(3), gpus, model.shape().hidden);
       MemoryReport r = analyze_memory(model, ideal_cluster(gpus, gpus / 8), c,
-                                      Workload{2048, true});
+                                      Workload{2048, Attention::kSdpa});
       double peak = r[Tier::kGpu].peak_bytes;
       if (previous > 0) CHECK(peak <= previous);
       previous = peak;
@@ -139,7 +139,7 @@ TEST_CASE("model states shrink stage by stage: 3 <= 2 <= 1 <= 0", "[memory][prop
       for (int stage = 0; stage <= 3; ++stage) {
         DsConfig c = config(zero_json(stage), gpus, model.shape().hidden);
         MemoryReport r = analyze_memory(model, ideal_cluster(gpus, (gpus + 7) / 8), c,
-                                        Workload{model.shape().default_seq_len, true});
+                                        Workload{model.shape().default_seq_len, Attention::kSdpa});
         CHECK(r.gpu_model_state_bytes <= previous * (1 + 1e-12));
         previous = r.gpu_model_state_bytes;
       }
@@ -152,7 +152,7 @@ TEST_CASE("activation checkpointing lowers the activation peak", "[memory]") {
   DsConfig plain = config(zero_json(3), 8, 4096);
   DsConfig ckpt = plain;
   ckpt.activation_checkpointing.enabled = true;
-  Workload w{4096, true};
+  Workload w{4096, Attention::kSdpa};
   MemoryReport a = analyze_memory(model, ideal_cluster(8), plain, w);
   MemoryReport b = analyze_memory(model, ideal_cluster(8), ckpt, w);
   CHECK(b[Tier::kGpu].peak_bytes < a[Tier::kGpu].peak_bytes);

@@ -57,7 +57,7 @@ TEST_CASE("a compute-only step takes its FLOPs over the effective rate", "[simul
   // each GEMM is two GEMMs of the same size).
   const models::Model model = models::load_model("tiny-mlp");
   DsConfig c = config(zero_json(0, "", 64), 1);
-  Workload w{1, true};
+  Workload w{1, Attention::kSdpa};
   StepResult r = simulate_step(model, ideal_cluster(1), c, w);
   const double flops = 3 * model.forward_flops(1, 64);
   // Each task's duration is rounded to the nanosecond: allow half a nanosecond per task.
@@ -71,7 +71,7 @@ TEST_CASE("without overlap_comm the step is the sum of its parts", "[simulate]")
   const models::Model model = models::load_model("1.3b");
   for (int stage : {1, 2, 3}) {
     DsConfig c = config(zero_json(stage, R"(, "overlap_comm": false)"), 8, 2048);
-    StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, true});
+    StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, Attention::kSdpa});
     INFO("stage " << stage);
     CHECK(r.step_time_s == Approx(task_seconds(r)).epsilon(1e-6));
   }
@@ -88,7 +88,7 @@ TEST_CASE("turning overlap_comm on never slows a step", "[simulate][property]") 
                                 model.shape().hidden);
           DsConfig on = config(zero_json(stage, extra + R"(, "overlap_comm": true)", 1, gas), 8,
                                model.shape().hidden);
-          Workload w{2048, true};
+          Workload w{2048, Attention::kSdpa};
           double t_off = simulate_step(model, ideal_cluster(8), off, w).step_time_s;
           double t_on = simulate_step(model, ideal_cluster(8), on, w).step_time_s;
           INFO(name << " stage " << stage << " gas " << gas << " bucket " << bucket);
@@ -107,7 +107,7 @@ TEST_CASE("stage 3 sends 1.5x stage 2's volume at gas 1 (per-owner reduce), ~1x 
   // llama2-7b: untied embeddings, so that no module is gathered a third time (a tied LM head
   // gathers the embedding again, adding V*h per use).
   const models::Model model = models::load_model("llama2-7b");
-  Workload w{2048, true};
+  Workload w{2048, Attention::kSdpa};
   // No persistent parameters and no reuse, so that stage 3 gathers every parameter twice.
   const std::string s3 = R"(, "stage3_param_persistence_threshold": 0,
                              "stage3_max_reuse_distance": 0)";
@@ -177,7 +177,7 @@ TEST_CASE("the same step is simulated identically, ties shuffled or not", "[simu
   for (int stage : {1, 2, 3}) {
     DsConfig c = config(zero_json(stage, R"(, "offload_optimizer": {"device": "cpu"})", 2, 3), 8,
                         4096);
-    Workload w{2048, true};
+    Workload w{2048, Attention::kSdpa};
     StepResult base = simulate_step(model, ideal_cluster(8), c, w);
     for (uint64_t seed : {1, 7, 42}) {
       SimulateOptions o;
@@ -194,7 +194,7 @@ TEST_CASE("simulating only the distinct micro-steps equals simulating all of the
   const models::Model model = models::load_model("1.3b");
   for (int stage = 0; stage <= 3; ++stage) {
     DsConfig c = config(zero_json(stage, "", 1, 5), 8, 2048);
-    Workload w{2048, true};
+    Workload w{2048, Attention::kSdpa};
     StepResult fast = simulate_step(model, ideal_cluster(8), c, w);
     SimulateOptions every;
     every.every_micro_step = true;
@@ -226,7 +226,7 @@ void check_same(const StepResult& a, const StepResult& b) {
 TEST_CASE("a graph's fingerprint follows its content", "[simulate]") {
   const models::Model model = models::load_model("1.3b");
   const hardware::Cluster cluster = ideal_cluster(8);
-  Workload w{2048, true};
+  Workload w{2048, Attention::kSdpa};
   auto fingerprint = [&](const DsConfig& c, int micro_step) {
     StepBuilder b(model, cluster, c, w);
     StepGraph g;
@@ -262,7 +262,7 @@ TEST_CASE("reusing identical graphs changes no figure", "[simulate]") {
   // workspace that reuses outcomes and one that runs the engine every time agree bit for bit.
   const models::Model model = models::load_model("1.3b");
   const hardware::Cluster cluster = ideal_cluster(8);
-  Workload w{2048, true};
+  Workload w{2048, Attention::kSdpa};
   const std::vector<std::string> extras = {
       "",
       R"(, "sub_group_size": 1e7)",
@@ -301,7 +301,7 @@ TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs bo
   const models::Model model = models::load_model("20b");
   const hardware::Cluster cluster = hardware::make_cluster(hardware::load_profile("a100"), 8, 1);
   DsConfig c = config(zero_json(3, "", 2, 4), 8, 6144);
-  StepResult r = simulate_step(model, cluster, c, Workload{2048, true});
+  StepResult r = simulate_step(model, cluster, c, Workload{2048, Attention::kSdpa});
   const int gpu = static_cast<int>(Tier::kGpu);
   const MemoryBreakdown& at = r.at_peak[gpu];
   const double frag = cluster.profile.runtime.allocator_fragmentation;
@@ -315,7 +315,7 @@ TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs bo
   CHECK_FALSE(r.fit.fits());
   // With activation checkpointing both views fit.
   c.activation_checkpointing.enabled = true;
-  StepResult ok = simulate_step(model, cluster, c, Workload{2048, true});
+  StepResult ok = simulate_step(model, cluster, c, Workload{2048, Attention::kSdpa});
   CHECK(ok.analytic.fit().fits());
   CHECK(ok.fit.fits());
 }
@@ -323,7 +323,7 @@ TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs bo
 TEST_CASE("the critical path accounts for the whole step", "[simulate]") {
   const models::Model model = models::load_model("20b");
   DsConfig c = config(zero_json(3, "", 1, 2), 8, 6144);
-  StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, true});
+  StepResult r = simulate_step(model, ideal_cluster(8), c, Workload{2048, Attention::kSdpa});
   double sum = 0;
   for (double s : r.critical_path_s) sum += s;
   CHECK(sum == Approx(r.step_time_s).epsilon(1e-9));
@@ -353,7 +353,7 @@ TEST_CASE("steady memory equals the analytic model; the simulated peak only adds
   for (const Case& k : cases) {
     const models::Model model = models::load_model(k.model);
     DsConfig c = config(zero_json(k.stage, k.extra, 1, k.gas), 8, model.shape().hidden);
-    Workload w{2048, true};
+    Workload w{2048, Attention::kSdpa};
     StepResult r = simulate_step(model, ideal_cluster(8), c, w);
     INFO(k.model << " stage " << k.stage << k.extra << " gas " << k.gas);
     const ZeroSizes sizes = zero_sizes(model, 8, c);

@@ -57,12 +57,12 @@ TEST_CASE("the pinned swap buffers and reuse buffer are counted in host memory",
         "offload_param": {"device": "nvme", "nvme_path": "/nvme", "buffer_size": 525336576)";
   DsConfig c = config(nvme + "}}}", 1);
   const double psi = static_cast<double>(model.num_params());
-  MemoryReport r = analyze_memory(model, ideal_cluster(1), c, Workload{1, true});
+  MemoryReport r = analyze_memory(model, ideal_cluster(1), c, Workload{1, Attention::kSdpa});
   CHECK(r.phases[0][Tier::kPinnedHost][Category::kSwapBuffers] ==
         Approx(5'253'365'760.0 + 2 * psi));
   // With the whole partition in CPU memory no sub-group lacks a flat buffer: no reuse buffer.
   c = config(nvme + R"(, "max_in_cpu": 10000000000}}})", 1);
-  r = analyze_memory(model, ideal_cluster(1), c, Workload{1, true});
+  r = analyze_memory(model, ideal_cluster(1), c, Workload{1, Attention::kSdpa});
   CHECK(r.phases[0][Tier::kPinnedHost][Category::kSwapBuffers] == Approx(5'253'365'760.0));
   // 1e8 is not a multiple of the 512-element alignment: each buffer holds 100,000,256.
   c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},

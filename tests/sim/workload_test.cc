@@ -1,0 +1,153 @@
+// The workload's memory tricks (issue 16): the attention implementation, the fused loss and
+// cpu_checkpointing, each in the memory model and the step graph, each with a case where it turns
+// the verdict (docs/models.md, docs/cost_model.md "Attention, loss kernel and cpu_checkpointing").
+#include <catch2/catch.hpp>
+
+#include "hardware/cost_model.h"
+#include "models/catalog.h"
+#include "sim/memory_model.h"
+#include "sim/step_builder.h"
+#include "sim/step_costs.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace zplan::sim {
+namespace {
+
+using testing::config;
+
+// Llama-3-8B, ZeRO-3 on 8 x A100-80GB, micro-batch 1: the docs' cases.
+struct Llama8b {
+  models::Model model = models::load_model("llama3-8b");
+  hardware::Cluster cluster = hardware::make_cluster(hardware::load_profile("a100"), 8, 1);
+
+  MemoryReport memory(const std::string& checkpointing, const Workload& w) const {
+    // An activation_checkpointing block, even empty, turns checkpointing on (zero_config.h).
+    const std::string json =
+        R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+            "zero_optimization": {"stage": 3})" +
+        (checkpointing.empty() ? std::string()
+                               : ", \"activation_checkpointing\": " + checkpointing) +
+        "}";
+    return analyze_memory(model, cluster, config(json, 8, 4096), w);
+  }
+};
+
+const char* const kNoCkpt = "";
+const char* const kFull = R"({"enabled": true})";
+const char* const kCpu = R"({"enabled": true, "cpu_checkpointing": true})";
+
+TEST_CASE("eager attention OOMs where sdpa fits (llama3-8b, seq 4096)", "[sim]") {
+  Llama8b l;
+  const MemoryReport sdpa = l.memory(kNoCkpt, Workload{4096, Attention::kSdpa});
+  const MemoryReport eager = l.memory(kNoCkpt, Workload{4096, Attention::kEager});
+  CHECK(sdpa.fit().gpu_fits());
+  CHECK_FALSE(eager.fit().gpu_fits());
+  // flash_attention_2/3 keep the same statistics as sdpa.
+  CHECK(l.memory(kNoCkpt, Workload{4096, Attention::kFlash2})[Tier::kGpu].peak_bytes ==
+        sdpa[Tier::kGpu].peak_bytes);
+  // At least the 32 blocks' 6*a*s^2*b - 4*a*s*b (fp32 + bf16 probabilities, a = 32) more.
+  const double s = 4096, a = 32;
+  CHECK(eager[Tier::kGpu].peak_bytes - sdpa[Tier::kGpu].peak_bytes >
+        32 * (6 * a * s * s - 4 * a * s));
+}
+
+TEST_CASE("a fused linear + cross-entropy fits where the standard loss OOMs", "[sim]") {
+  Llama8b l;
+  Workload standard{32768, Attention::kSdpa};
+  Workload fused = standard;
+  fused.fused_loss = true;
+  const MemoryReport a = l.memory(kFull, standard);
+  const MemoryReport b = l.memory(kFull, fused);
+  CHECK_FALSE(a.fit().gpu_fits());
+  CHECK(b.fit().gpu_fits());
+  // The LM head's own figures (models/activations.cc): V = 128256, e = h = 4096, T = 32768.
+  const double T = 32768, V = 128256, h = 4096;
+  models::ActivationOptions o;
+  o.fused_loss = true;
+  const size_t head = l.model.layers().size() - 1;
+  const models::LayerActivations act = l.model.layer_activations(head, 32768, 1, o);
+  CHECK(act.stored_bytes == 2 * T * h + 2 * V * h);
+  CHECK(act.workspace_bytes == 4 * T * h);
+  o.fused_loss = false;
+  const models::LayerActivations std_act = l.model.layer_activations(head, 32768, 1, o);
+  CHECK(std_act.stored_bytes == 2 * T * h + 4 * T * V + 8 * T);
+}
+
+TEST_CASE("cpu_checkpointing fits where GPU checkpoints OOM, and the host holds them", "[sim]") {
+  Llama8b l;
+  Workload w{131072, Attention::kSdpa};
+  w.fused_loss = true;
+  const MemoryReport gpu = l.memory(kFull, w);
+  const MemoryReport cpu = l.memory(kCpu, w);
+  CHECK_FALSE(gpu.fit().gpu_fits());
+  CHECK(cpu.fit().fits());
+  // 32 block checkpoints of 2*s*h bytes move to host memory, per rank, 8 ranks on the node.
+  const double ckpt = 32 * 2 * 131072.0 * 4096;
+  CHECK(cpu[Tier::kHost].at_peak[Category::kCheckpoints] >= 8 * (ckpt - 2 * 131072.0 * 4096));
+}
+
+TEST_CASE("cpu_checkpointing copies each checkpoint out in forward and back before recompute",
+          "[sim]") {
+  const models::Model model = models::load_model("125m");
+  const hardware::Cluster cluster = testing::ideal_cluster(2);
+  const DsConfig c = config(
+      R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
+          "activation_checkpointing": {"enabled": true, "cpu_checkpointing": true}})",
+      2, 768);
+  const Workload w{1024, Attention::kSdpa};
+  StepBuilder builder(model, cluster, c, w);
+  StepGraph g;
+  builder.build(0, &g);
+  double d2h = 0, h2d = 0, kept = 0;
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    if (builder.activations().checkpointed[i]) kept += builder.activations().kept[i];
+  }
+  for (const Task& t : g.tasks()) {
+    if (t.kind == TaskKind::kD2H) d2h += t.bytes;
+    if (t.kind == TaskKind::kH2D) h2d += t.bytes;
+  }
+  // 12 blocks' inputs, D*s*b*h bytes each (fp32: no bf16 block), out and back: nothing else
+  // moves at stage 2.
+  CHECK(kept == 12 * 4 * 1024.0 * 2 * 768);
+  CHECK(d2h == kept);
+  CHECK(h2d == kept);
+}
+
+TEST_CASE("fused causal attention executes half the s^2 products; eager all, plus softmax",
+          "[sim]") {
+  const models::Model model = models::load_model("llama3-8b");
+  const hardware::Profile prof = hardware::load_profile("a100");
+  const hardware::GpuSpec& gpu = prof.gpu;
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})",
+                            1, 4096);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  const double s = 4096, a = 32, d = 128;
+  auto block = [&](Attention att) {
+    return plan_pieces(model, gpu, c, Workload{4096, att}, sizes)[1];
+  };
+  const Piece sdpa = block(Attention::kSdpa), eager = block(Attention::kEager);
+  const Piece flash3 = block(Attention::kFlash3);
+  CHECK(flash3.fwd_s == sdpa.fwd_s);
+  // Model FLOPs are the same (Megatron's count, mask not discounted).
+  CHECK(sdpa.fwd_flops == eager.fwd_flops);
+  const double F = 4 * s * s * a * d;  // QK^T and PV, b = 1
+  const double fused_fwd = hardware::attention_time_s(gpu, kCausalFraction * F, 2);
+  const double fused_bwd = hardware::attention_time_s(gpu, 2.5 * kCausalFraction * F, 2);
+  const double rows = a * s;
+  const EagerSoftmaxBytes e = eager_softmax_bytes(2);
+  const double eager_fwd = hardware::gemm_time_s(gpu, rows, s, d, 2) +
+                           hardware::gemm_time_s(gpu, rows, d, s, 2) +
+                           hardware::memory_bound_time_s(gpu, e.forward * rows * s);
+  const double eager_bwd =
+      2 * (eager_fwd - hardware::memory_bound_time_s(gpu, e.forward * rows * s)) +
+      hardware::memory_bound_time_s(gpu, e.backward * rows * s);
+  const double eff = gpu.framework_efficiency;
+  CHECK(eager.fwd_s - sdpa.fwd_s == Approx((eager_fwd - fused_fwd) / eff).epsilon(1e-9));
+  CHECK(eager.bwd_s - sdpa.bwd_s == Approx((eager_bwd - fused_bwd) / eff).epsilon(1e-9));
+  // bf16: 5*2 + 8 + 2*6 = 30 bytes forward, 12 + 12 + 4 = 28 backward per score element.
+  CHECK(e.forward == 30);
+  CHECK(e.backward == 28);
+}
+
+}  // namespace
+}  // namespace zplan::sim
