@@ -93,6 +93,16 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(find_module(m, "layers.0.post_feedforward_layernorm") != nullptr);
     CHECK(numel_of(m, "layers.0.self_attn.q_proj") == 3584 * 16 * 256);
   }
+  SECTION("Gemma-7b: head_dim 256 with 16 heads (A = 4096 != h = 3072), tied by default") {
+    // google/gemma-7b's config.json values (tie_word_embeddings absent: GemmaConfig ties).
+    Model m = model_from_hf_config(parse_json_text(R"({"model_type": "gemma",
+      "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+      "vocab_size": 256000, "max_position_embeddings": 8192, "hidden_act": "gelu"})", "c"),
+                                   "c");
+    CHECK(m.num_params() == 8'537'680'896);
+    CHECK(m.shape().tied_embeddings);
+  }
   SECTION("Phi-3-mini-4k: fused qkv_proj and gate_up_proj") {
     Model m = load_model(data_path("Phi-3-mini-4k-instruct.json"));
     CHECK(m.num_params() == 3'821'079'552);
