@@ -46,12 +46,18 @@ int run_models(bool json) {
                       strformat("%.0f", p.gpu.peak_flops_per_s / 1e12),
                       strformat("%.0f", p.node.intra_busbw_bytes_per_s / 1e9)});
   }
+  out["hf_model_types"] = models::hf_model_types();
   if (json) {
     std::cout << out.dump(2) << '\n';
     return kExitOk;
   }
   std::cout << "Model presets (--model NAME; or a Hugging Face config.json path):\n";
   models_table.print(std::cout, "  ");
+  std::string types;
+  for (const std::string& t : models::hf_model_types()) types += (types.empty() ? "" : ", ") + t;
+  std::cout << "\nHugging Face config.json model_type (--model path/to/config.json; "
+               "docs/models.md):\n  "
+            << types << '\n';
   std::cout << "\nStock hardware profiles (--hw NAME or NAME.json; or a profile file):\n";
   hw_table.print(std::cout, "  ");
   return kExitOk;

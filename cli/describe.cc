@@ -28,9 +28,15 @@ std::string category_words(sim::Category c, sim::Precision precision) {
 }  // namespace
 
 std::string describe_run(const models::Model& model, const hardware::Cluster& cluster) {
-  return strformat("%s (%s params) on %d x %s (%d node%s)", model.name().c_str(),
-                   params_text(static_cast<double>(model.num_params())).c_str(), cluster.gpus,
-                   cluster.profile.gpu.name.c_str(), cluster.nodes, cluster.nodes == 1 ? "" : "s");
+  // Mixture of experts: memory holds every expert, a token's FLOPs use the active ones.
+  std::string active;
+  if (model.active_params() != model.num_params()) {
+    active = ", " + params_text(static_cast<double>(model.active_params())) + " active";
+  }
+  return strformat("%s (%s params%s) on %d x %s (%d node%s)", model.name().c_str(),
+                   params_text(static_cast<double>(model.num_params())).c_str(), active.c_str(),
+                   cluster.gpus, cluster.profile.gpu.name.c_str(), cluster.nodes,
+                   cluster.nodes == 1 ? "" : "s");
 }
 
 std::string describe_zero(const sim::DsConfig& c) {
@@ -123,6 +129,9 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
 nlohmann::json setup_to_json(const Setup& setup) {
   nlohmann::json j;
   j["model"] = {{"name", setup.model.name()}, {"params", setup.model.num_params()}};
+  if (setup.model.active_params() != setup.model.num_params()) {
+    j["model"]["active_params"] = setup.model.active_params();
+  }
   j["cluster"] = {{"hardware", setup.cluster.profile.name},
                   {"gpu", setup.cluster.profile.gpu.name},
                   {"gpus", setup.cluster.gpus},

@@ -123,9 +123,27 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   }
 
   const double a = static_cast<double>(m.heads);
-  const double q_width = static_cast<double>(m.heads * m.head_dim);
-  const double kv_width = static_cast<double>(m.kv_heads * m.head_dim);
   const double f = static_cast<double>(m.ffn);
+  // Attention: the q/k/v GEMM input, Q, K, V and the output projection's input, plus what the
+  // variants add. MLA: Q and K of width a*(nope + rope), V and the output a*v_head_dim, and the
+  // latents each keep for their norm and the next GEMM (kv: norm input and output, 2*kv_lora,
+  // and the rotary key; q with q_lora_rank: 2*q_lora). q/k norms keep their inputs (A + G).
+  double q_width = static_cast<double>(m.heads * m.head_dim);
+  double k_width = static_cast<double>(m.kv_heads * m.head_dim);
+  double v_width = k_width;
+  double out_width = q_width;
+  double attention_extra = 0;
+  if (m.mla()) {
+    q_width = a * static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    k_width = q_width;
+    v_width = a * static_cast<double>(m.v_head_dim);
+    out_width = v_width;
+    attention_extra = 2.0 * static_cast<double>(m.kv_lora_rank) +
+                      static_cast<double>(m.qk_rope_head_dim) +
+                      2.0 * static_cast<double>(m.q_lora_rank);
+  } else if (m.qk_norm != QkNorm::kNone) {
+    attention_extra = q_width + k_width;
+  }
   double mlp_elements = 2 * f;
   double mlp_grad_elements = 2 * f;  // the gradients of the activation's output and input
   if (m.activation == Activation::kRelu) mlp_elements = f;
@@ -133,14 +151,37 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     mlp_elements = 4 * f;
     mlp_grad_elements = 3 * f;  // the product's gradient, then the gate's and up's
   }
-  const double norm_inputs = m.parallel_residual ? h : 2 * h;
+  if (layer.moe_block) {
+    // Estimate, per token: the router logits (E); for each of its k experts the dispatched copy
+    // of its input (h), the expert's gate, up, silu(gate) and product (4*f_e) and its output
+    // before the routing weight scales it (h); the shared expert's 4*f_s (its input is the norm
+    // output, counted already) and, with a sigmoid gate, its output (h).
+    const double k = static_cast<double>(m.experts_per_token);
+    const double fe = static_cast<double>(m.expert_ffn);
+    const double fs = static_cast<double>(m.shared_expert_ffn);
+    mlp_elements = static_cast<double>(m.experts) + k * (2 * h + 4 * fe) + 4 * fs +
+                   (m.shared_expert_gate ? h : 0);
+    mlp_grad_elements = std::max(3 * k * fe, 3 * fs);
+  }
+  // Norms: the inputs they keep (the block input once when both parallel norms read it, the
+  // two sublayer outputs for post-sublayer norms) and the GEMM inputs (one h when a single norm
+  // feeds attention and MLP, else attention's and the MLP's: norm outputs, or the residual
+  // stream without input norms).
+  double norm_inputs = 0;
+  if (m.pre_norm) {
+    norm_inputs = m.parallel_residual ? h : 2 * h;
+  } else if (!m.post_sublayer_norm) {
+    norm_inputs = 2 * h;  // post-add norms
+  }
+  if (m.post_sublayer_norm) norm_inputs += 2 * h;
+  const double gemm_inputs = m.parallel_residual && m.parallel_norms == 1 ? h : 2 * h;
   const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
   const bool attention_dropout = m.dropout && m.attention_dropout;
 
   const double scores = a * s * tokens;  // a*s*s*b elements
   double attention_bytes = 0;
   double attention_grad_bytes = 0;
-  double qkv_elements = q_width + 2 * kv_width;
+  double qkv_elements = q_width + k_width + v_width;
   if (options.flash_attention) {
     attention_bytes = 4 * a * tokens;
     // Estimate: flash-attention 2's backward accumulates dQ in fp32 (4*T*A).
@@ -154,7 +195,7 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     //     softmax's backward reads;
     //   .to(query.dtype): the D-byte probabilities the AV matmul saves (the same tensor in fp32);
     //   dropout(p=attention_dropout): with p > 0 a 1-byte mask and the D-byte dropped copy.
-    qkv_elements = 3 * q_width;
+    if (!m.mla()) qkv_elements = 3 * q_width;  // MLA has as many key/value heads as queries
     attention_bytes = (4 + (dt < 4 ? dt : 0)) * scores + (attention_dropout ? (1 + dt) * scores : 0);
     // Estimate: the probabilities' gradient (D), its fp32 cast and softmax's fp32 input
     // gradient coexist.
@@ -166,7 +207,8 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     attention_grad_bytes = 2 * dt * scores;
   }
 
-  const double elements = norm_inputs + h + qkv_elements + q_width + h + mlp_elements;
+  const double elements =
+      norm_inputs + gemm_inputs + qkv_elements + out_width + attention_extra + mlp_elements;
   out.stored_bytes =
       dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
   // Full recompute keeps the block input only (reference §6).

@@ -68,6 +68,14 @@ Activation parse_activation(const JsonReader& r) {
   r.fail("activation", "must be \"gelu\", \"relu\" or \"swiglu\", got \"" + text + "\"");
 }
 
+QkNorm parse_qk_norm(const JsonReader& r) {
+  std::string text = r.string("qk_norm");
+  if (text == "none") return QkNorm::kNone;
+  if (text == "per_head") return QkNorm::kPerHead;
+  if (text == "full") return QkNorm::kFull;
+  r.fail("qk_norm", "must be \"none\", \"per_head\" or \"full\", got \"" + text + "\"");
+}
+
 void read_int(const JsonReader& r, const char* key, int64_t* field) {
   if (r.has(key)) *field = r.integer(key);
 }
@@ -96,7 +104,8 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   std::optional<Family> family = internal::family_from_name(family_text);
   if (!family) {
     r.fail("family",
-           "must be one of gpt, opt, neox, llama, mlp; got \"" + family_text + "\"");
+           "must be one of gpt, opt, neox, llama, gptj, falcon, mlp; got \"" + family_text +
+               "\"");
   }
   ModelShape s = family_defaults(*family);
   s.name = r.optional_string("name").value_or(internal::model_name_from_path(file));
@@ -117,7 +126,11 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
                          "ffn", "vocab", "max_positions", "tied_embeddings", "linear_bias",
                          "qkv_bias", "attn_out_bias", "mlp_bias", "dropout", "attention_dropout",
                          "parallel_residual", "pre_norm", "final_norm", "norm", "activation",
-                         "embed_proj_dim", "default_seq_len"});
+                         "embed_proj_dim", "default_seq_len", "qk_norm", "post_sublayer_norm",
+                         "parallel_norms", "lm_head_bias", "fused_qkv", "fused_gate_up",
+                         "experts", "experts_per_token", "expert_ffn", "shared_expert_ffn",
+                         "shared_expert_gate", "dense_layers", "q_lora_rank", "kv_lora_rank",
+                         "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
   s.layers = r.integer("layers");
   s.hidden = r.integer("hidden");
   s.heads = r.integer("heads");
@@ -146,6 +159,23 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   read_bool(r, "final_norm", &s.final_norm);
   if (r.has("norm")) s.norm = parse_norm(r);
   if (r.has("activation")) s.activation = parse_activation(r);
+  if (r.has("qk_norm")) s.qk_norm = parse_qk_norm(r);
+  read_bool(r, "post_sublayer_norm", &s.post_sublayer_norm);
+  read_int(r, "parallel_norms", &s.parallel_norms);
+  read_bool(r, "lm_head_bias", &s.lm_head_bias);
+  read_bool(r, "fused_qkv", &s.fused_qkv);
+  read_bool(r, "fused_gate_up", &s.fused_gate_up);
+  read_int(r, "experts", &s.experts);
+  read_int(r, "experts_per_token", &s.experts_per_token);
+  read_int(r, "expert_ffn", &s.expert_ffn);
+  read_int(r, "shared_expert_ffn", &s.shared_expert_ffn);
+  read_bool(r, "shared_expert_gate", &s.shared_expert_gate);
+  read_int(r, "dense_layers", &s.dense_layers);
+  read_int(r, "q_lora_rank", &s.q_lora_rank);
+  read_int(r, "kv_lora_rank", &s.kv_lora_rank);
+  read_int(r, "qk_nope_head_dim", &s.qk_nope_head_dim);
+  read_int(r, "qk_rope_head_dim", &s.qk_rope_head_dim);
+  read_int(r, "v_head_dim", &s.v_head_dim);
   return build_model(s, file);
 }
 

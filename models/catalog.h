@@ -23,9 +23,12 @@ std::string preset_description(const std::string& name);
 // Throws InputError: an unknown name lists the presets; a bad file names the file and pointer.
 Model load_model(const std::string& spec);
 
-// A Hugging Face config.json of model_type llama, mistral, qwen2, gpt_neox, gpt2 or opt.
+// A Hugging Face config.json of one of hf_model_types() (docs/models.md).
 // `file` names the source in error messages.
 Model model_from_hf_config(const nlohmann::json& config, const std::string& file);
+
+// The model_type values model_from_hf_config reads, in the order `zplan models` lists them.
+std::vector<std::string> hf_model_types();
 
 // zplan's model file: the fields of ModelShape by name (docs/models.md).
 Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file);

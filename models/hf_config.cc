@@ -1,5 +1,6 @@
-// Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2
-// and opt.
+// Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
+// opt, and the general decoder's types (qwen3, gemma, gemma2, phi3, olmo2, mixtral, qwen2_moe,
+// qwen3_moe, deepseek_v2), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/catalog.h"
 #include "base/input_error.h"
@@ -25,7 +27,9 @@ using internal::kMaxLayers;
 using internal::kMaxVocab;
 using internal::kMaxWidth;
 
-constexpr const char* kSupported = "llama, mistral, qwen2, gpt_neox, gpt2, opt";
+constexpr const char* kSupported =
+    "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
+    "deepseek_v2, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -68,6 +72,17 @@ void check_heads_divide(const JsonReader& r, const char* heads_key, int64_t head
   }
 }
 
+// The keys that size every config, under the names its class gives them (ffn_key null: the MLP
+// width comes from elsewhere).
+void read_sizes(const JsonReader& r, ModelShape& s, const char* layers_key,
+                const char* hidden_key, const char* heads_key, const char* ffn_key) {
+  s.layers = dim(r, layers_key, kMaxLayers);
+  s.hidden = dim(r, hidden_key, kMaxWidth);
+  s.heads = dim(r, heads_key, kMaxWidth);
+  if (ffn_key != nullptr) s.ffn = dim(r, ffn_key, kMaxWidth);
+  s.vocab = dim(r, "vocab_size", kMaxVocab);
+}
+
 void set_seq_len(ModelShape& s, int64_t context) {
   s.default_seq_len = std::min(context, kMaxDefaultSeqLen);
 }
@@ -77,11 +92,8 @@ void set_seq_len(ModelShape& s, int64_t context) {
 // hidden_size / num_attention_heads. Tied embeddings default false for all three.
 ModelShape llama_like(const JsonReader& r, const std::string& type) {
   ModelShape s = family_defaults(Family::kLlama);
-  s.layers = dim(r, "num_hidden_layers", kMaxLayers);
-  s.hidden = dim(r, "hidden_size", kMaxWidth);
-  s.heads = dim(r, "num_attention_heads", kMaxWidth);
-  s.ffn = dim(r, "intermediate_size", kMaxWidth);
-  s.vocab = dim(r, "vocab_size", kMaxVocab);
+  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "intermediate_size");
   if (r.has("head_dim")) {
     s.head_dim = dim(r, "head_dim", kMaxWidth);
   } else {
@@ -124,11 +136,8 @@ ModelShape llama_like(const JsonReader& r, const std::string& type) {
 // (default true) covers query_key_value and dense, the MLP always has biases.
 ModelShape gpt_neox(const JsonReader& r) {
   ModelShape s = family_defaults(Family::kNeox);
-  s.layers = dim(r, "num_hidden_layers", kMaxLayers);
-  s.hidden = dim(r, "hidden_size", kMaxWidth);
-  s.heads = dim(r, "num_attention_heads", kMaxWidth);
-  s.ffn = dim(r, "intermediate_size", kMaxWidth);
-  s.vocab = dim(r, "vocab_size", kMaxVocab);
+  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "intermediate_size");
   check_heads_divide(r, "num_attention_heads", s.heads, "hidden_size", s.hidden);
   s.tied_embeddings = flag(r, "tie_word_embeddings", false);
   s.parallel_residual = flag(r, "use_parallel_residual", true);
@@ -147,10 +156,7 @@ ModelShape gpt_neox(const JsonReader& r) {
 // -> 4 * n_embd, Conv1D weights (same counts as Linear), tied embeddings by default.
 ModelShape gpt2(const JsonReader& r) {
   ModelShape s = family_defaults(Family::kGpt);
-  s.layers = dim(r, "n_layer", kMaxLayers);
-  s.hidden = dim(r, "n_embd", kMaxWidth);
-  s.heads = dim(r, "n_head", kMaxWidth);
-  s.vocab = dim(r, "vocab_size", kMaxVocab);
+  read_sizes(r, s, "n_layer", "n_embd", "n_head", nullptr);
   check_heads_divide(r, "n_head", s.heads, "n_embd", s.hidden);
   s.ffn = optional_dim(r, "n_inner", 4 * s.hidden, kMaxWidth);
   s.max_positions = optional_dim(r, "n_positions", 1024, kMaxVocab);
@@ -170,11 +176,7 @@ ModelShape gpt2(const JsonReader& r) {
 // with do_layer_norm_before and not _remove_final_layer_norm, tied embeddings by default.
 ModelShape opt(const JsonReader& r) {
   ModelShape s = family_defaults(Family::kOpt);
-  s.layers = dim(r, "num_hidden_layers", kMaxLayers);
-  s.hidden = dim(r, "hidden_size", kMaxWidth);
-  s.heads = dim(r, "num_attention_heads", kMaxWidth);
-  s.ffn = dim(r, "ffn_dim", kMaxWidth);
-  s.vocab = dim(r, "vocab_size", kMaxVocab);
+  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim");
   check_heads_divide(r, "num_attention_heads", s.heads, "hidden_size", s.hidden);
   int64_t positions = optional_dim(r, "max_position_embeddings", 2048, kMaxVocab - 2);
   s.max_positions = positions + 2;
@@ -195,6 +197,250 @@ ModelShape opt(const JsonReader& r) {
   return s;
 }
 
+// The gated-MLP decoders beyond Llama: what each transformers config class defaults and builds.
+// One general reader (decoder()) takes the shapes; this table holds what differs by model_type.
+struct DecoderType {
+  const char* type;
+  int64_t kv_heads_default;  // when num_key_value_heads is absent: 0 = num_attention_heads
+  int64_t head_dim_default;  // when head_dim is absent: 0 = hidden_size / num_attention_heads
+  bool tied_default;
+  int64_t context_default;   // max_position_embeddings
+  bool qkv_bias;             // q/k/v always have biases (Qwen2-MoE)
+  QkNorm qk_norm;
+  bool sandwich_norms;       // Gemma-2: input, post-attention, pre- and post-feedforward norms
+  bool post_norms_only;      // OLMo-2: post-attention and post-feedforward norms, none before
+  bool fused;                // Phi-3: qkv_proj and gate_up_proj
+};
+
+// transformers configuration_<type>.py defaults; the modeling files fix the rest (no biases
+// unless attention_bias; Qwen2MoeAttention has q/k/v biases; Qwen3 and Qwen3-MoE normalize q
+// and k per head, OLMo-2 over the whole projections).
+constexpr DecoderType kDecoderTypes[] = {
+    // type        kv  head_dim tied   context  qkv_b  qk_norm            sandw. post   fused
+    {"qwen3",      32, 128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
+    {"gemma",      16, 256,     true,  8192,    false, QkNorm::kNone,     false, false, false},
+    {"gemma2",     4,  256,     true,  8192,    false, QkNorm::kNone,     true,  false, false},
+    {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false, true},
+    {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  false},
+    {"mixtral",    8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, false},
+    {"qwen2_moe",  16, 0,       false, 32768,   true,  QkNorm::kNone,     false, false, false},
+    {"qwen3_moe",  4,  128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
+    {"deepseek_v2", 32, 0,      false, 2048,    false, QkNorm::kNone,     false, false, false},
+};
+
+const DecoderType* decoder_type(const std::string& type) {
+  for (const DecoderType& t : kDecoderTypes) {
+    if (type == t.type) return &t;
+  }
+  return nullptr;
+}
+
+// A key zplan does not model must not be silently ignored when it changes the network.
+void refuse_if(const JsonReader& r, const char* key, bool unsupported, const std::string& why) {
+  if (r.has(key) && unsupported) r.fail(key, why);
+}
+
+// A list-valued key that must be empty (or absent, or null).
+void require_empty_list(const JsonReader& r, const char* key, const std::string& why) {
+  if (!r.has(key)) return;
+  const nlohmann::json& v = r.json().at(key);
+  if (!v.is_array()) r.fail(key, "must be a list, got " + describe_json_value(v));
+  if (!v.empty()) r.fail(key, why);
+}
+
+// Mixture of experts: MixtralConfig (num_local_experts 8, num_experts_per_tok 2, experts of
+// width intermediate_size), Qwen2MoeConfig / Qwen3MoeConfig (num_experts 60 / 128,
+// num_experts_per_tok 4 / 8, moe_intermediate_size 1408 / 768; Qwen2-MoE: a shared expert of
+// shared_expert_intermediate_size 5632 with a sigmoid gate; decoder_sparse_step 1 and
+// mlp_only_layers [] put experts in every block), DeepseekV2Config (n_routed_experts,
+// num_experts_per_tok and n_shared_experts have no default; moe_intermediate_size 1407;
+// first_k_dense_replace 0 dense blocks first; moe_layer_freq 1).
+void read_experts(const JsonReader& r, const std::string& type, ModelShape& s) {
+  if (type == "mixtral") {
+    s.experts = optional_dim(r, "num_local_experts", 8, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 2, kMaxWidth);
+    s.expert_ffn = s.ffn;
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    const bool q2 = type == "qwen2_moe";
+    s.experts = optional_dim(r, "num_experts", q2 ? 60 : 128, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", q2 ? 4 : 8, kMaxWidth);
+    s.expert_ffn = optional_dim(r, "moe_intermediate_size", q2 ? 1408 : 768, kMaxWidth);
+    if (q2) {
+      s.shared_expert_ffn = optional_dim(r, "shared_expert_intermediate_size", 5632, kMaxWidth);
+      s.shared_expert_gate = true;
+    }
+    refuse_if(r, "decoder_sparse_step", r.has("decoder_sparse_step") &&
+                                            r.positive_integer("decoder_sparse_step") != 1,
+              "not modelled: experts in every decoder_sparse_step-th block only (zplan builds "
+              "them in every block: must be 1)");
+    require_empty_list(r, "mlp_only_layers",
+                       "not modelled: dense MLPs in chosen blocks (zplan builds experts in "
+                       "every block: must be empty)");
+  } else if (type == "deepseek_v2") {
+    s.experts = dim(r, "n_routed_experts", kMaxWidth);
+    s.experts_per_token = dim(r, "num_experts_per_tok", kMaxWidth);
+    s.expert_ffn = optional_dim(r, "moe_intermediate_size", 1407, kMaxWidth);
+    int64_t shared = r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts") : 0;
+    s.shared_expert_ffn = shared * s.expert_ffn;
+    if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
+    s.dense_layers = r.has("first_k_dense_replace")
+                         ? r.non_negative_integer("first_k_dense_replace")
+                         : 0;
+    if (s.dense_layers > s.layers) {
+      r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
+                                          std::to_string(s.layers) + "), got " +
+                                          std::to_string(s.dense_layers));
+    }
+    refuse_if(r, "moe_layer_freq",
+              r.has("moe_layer_freq") && r.positive_integer("moe_layer_freq") != 1,
+              "not modelled: experts in every moe_layer_freq-th block only (must be 1)");
+    refuse_if(r, "topk_method",
+              r.has("topk_method") && r.string("topk_method") == "noaux_tc",
+              "not modelled: noaux_tc routing (its e_score_correction_bias)");
+  }
+  if (s.experts_per_token > s.experts) {
+    r.fail("num_experts_per_tok", "must be at most the number of experts (" +
+                                      std::to_string(s.experts) + "), got " +
+                                      std::to_string(s.experts_per_token));
+  }
+}
+
+// DeepseekV2Config's multi-head latent attention: q_lora_rank (default 1536; null = a plain
+// q_proj), kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128.
+void read_latent_attention(const JsonReader& r, ModelShape& s) {
+  if (r.json().contains("q_lora_rank")) {
+    s.q_lora_rank = r.has("q_lora_rank") ? dim(r, "q_lora_rank", kMaxWidth) : 0;
+  } else {
+    s.q_lora_rank = 1536;
+  }
+  s.kv_lora_rank = optional_dim(r, "kv_lora_rank", 512, kMaxWidth);
+  s.qk_rope_head_dim = optional_dim(r, "qk_rope_head_dim", 64, kMaxWidth);
+  s.qk_nope_head_dim = optional_dim(r, "qk_nope_head_dim", 128, kMaxWidth);
+  s.v_head_dim = optional_dim(r, "v_head_dim", 128, kMaxWidth);
+  s.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
+}
+
+// The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Phi-3, OLMo-2, Mixtral, Qwen2-MoE,
+// Qwen3-MoE, DeepSeek-V2. Sliding windows, soft-capping, rope scaling and query scaling change
+// neither parameters nor stored activations and are ignored.
+ModelShape decoder(const JsonReader& r, const DecoderType& t) {
+  const std::string type = t.type;
+  ModelShape s = family_defaults(Family::kLlama);
+  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "intermediate_size");
+  const bool mla = type == "deepseek_v2";
+  if (mla) {
+    read_latent_attention(r, s);
+    s.kv_heads = s.heads;  // every head has its own key and value after kv_b_proj
+  } else {
+    if (r.has("head_dim")) {
+      s.head_dim = dim(r, "head_dim", kMaxWidth);
+    } else if (t.head_dim_default > 0 && !r.json().contains("head_dim")) {
+      s.head_dim = t.head_dim_default;
+    } else {
+      check_heads_divide(r, "num_attention_heads", s.heads, "hidden_size", s.hidden);
+    }
+    int64_t kv_default = s.heads;
+    if (!r.json().contains("num_key_value_heads") && t.kv_heads_default > 0) {
+      kv_default = t.kv_heads_default;
+    }
+    s.kv_heads = optional_dim(r, "num_key_value_heads", kv_default, kMaxWidth);
+    if (s.heads % s.kv_heads != 0) {
+      r.fail(r.has("num_key_value_heads") ? "num_key_value_heads" : "num_attention_heads",
+             "num_key_value_heads (" + std::to_string(s.kv_heads) +
+                 ") must divide num_attention_heads (" + std::to_string(s.heads) + ")");
+    }
+  }
+  s.tied_embeddings = flag(r, "tie_word_embeddings", t.tied_default);
+  const bool attention_bias = flag(r, "attention_bias", false);
+  s.qkv_bias = t.qkv_bias || attention_bias;
+  s.attn_out_bias = attention_bias;
+  s.qk_norm = t.qk_norm;
+  s.fused_qkv = t.fused;
+  s.fused_gate_up = t.fused;
+  if (t.sandwich_norms) s.post_sublayer_norm = true;
+  if (t.post_norms_only) {
+    s.pre_norm = false;
+    s.post_sublayer_norm = true;
+  }
+  s.dropout = dropout_on(r, "attention_dropout", 0.0);
+  if (type == "phi3") {
+    // Phi3DecoderLayer's resid_attn_dropout / resid_mlp_dropout; zplan's one dropout flag covers
+    // them with the attention dropout.
+    s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
+  }
+  if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2") {
+    read_experts(r, type, s);
+  }
+  refuse_if(r, "num_nextn_predict_layers",
+            r.has("num_nextn_predict_layers") &&
+                r.non_negative_integer("num_nextn_predict_layers") > 0,
+            "not modelled: multi-token-prediction layers");
+  set_seq_len(s, optional_dim(r, "max_position_embeddings", t.context_default, kMaxVocab));
+  return s;
+}
+
+// GPTJConfig: n_embd/n_layer/n_head, n_inner null -> 4 * n_embd, rotary (no position table),
+// gelu_new; GPTJBlock runs attention and MLP in parallel from one ln_1; q/k/v/out_proj without
+// bias, fc_in/fc_out and lm_head with bias; untied by default.
+ModelShape gptj(const JsonReader& r) {
+  ModelShape s = family_defaults(Family::kGptj);
+  read_sizes(r, s, "n_layer", "n_embd", "n_head", nullptr);
+  check_heads_divide(r, "n_head", s.heads, "n_embd", s.hidden);
+  s.ffn = optional_dim(r, "n_inner", 4 * s.hidden, kMaxWidth);
+  s.tied_embeddings = flag(r, "tie_word_embeddings", false);
+  if (s.tied_embeddings) {
+    r.fail("tie_word_embeddings", "not modelled: a tied GPT-J head (its lm_head has a bias)");
+  }
+  s.attention_dropout = dropout_on(r, "attn_pdrop", 0.0);
+  s.dropout = dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0) ||
+              s.attention_dropout;
+  s.activation = activation_from(r, "activation_function", "gelu_new");
+  set_seq_len(s, optional_dim(r, "n_positions", 2048, kMaxVocab));
+  return s;
+}
+
+// FalconConfig (also the RefinedWeb remote-code configs, whose keys it reads): n_layer /
+// num_hidden_layers, n_head / num_attention_heads; keys and values: new_decoder_architecture ->
+// num_kv_heads (n_head_kv; default num_attention_heads), else multi_query (default true) -> 1,
+// else num_attention_heads; parallel_attn (true) with one input_layernorm, or with the new
+// decoder architecture num_ln_in_parallel_attn (null -> 2) norms; bias (false) on every Linear;
+// ffn_hidden_size (null -> 4 * hidden); tied by default. ALiBi models have no rotary.
+ModelShape falcon(const JsonReader& r) {
+  ModelShape s = family_defaults(Family::kFalcon);
+  const char* layers_key = r.has("num_hidden_layers") ? "num_hidden_layers" : "n_layer";
+  const char* heads_key = r.has("num_attention_heads") ? "num_attention_heads" : "n_head";
+  read_sizes(r, s, layers_key, "hidden_size", heads_key, nullptr);
+  check_heads_divide(r, heads_key, s.heads, "hidden_size", s.hidden);
+  s.ffn = optional_dim(r, "ffn_hidden_size", 4 * s.hidden, kMaxWidth);
+  const bool new_arch = flag(r, "new_decoder_architecture", false);
+  if (new_arch) {
+    const char* kv_key = r.has("num_kv_heads") ? "num_kv_heads" : "n_head_kv";
+    s.kv_heads = optional_dim(r, kv_key, s.heads, kMaxWidth);
+    if (s.heads % s.kv_heads != 0) {
+      r.fail(kv_key, "must divide " + std::string(heads_key) + " (" + std::to_string(s.heads) +
+                         "), got " + std::to_string(s.kv_heads));
+    }
+  } else {
+    s.kv_heads = flag(r, "multi_query", true) ? 1 : s.heads;
+  }
+  s.parallel_residual = new_arch || flag(r, "parallel_attn", true);
+  s.parallel_norms = 1;
+  if (new_arch) {
+    s.parallel_norms = r.has("num_ln_in_parallel_attn")
+                           ? r.positive_integer("num_ln_in_parallel_attn")
+                           : 2;
+    if (s.parallel_norms > 2) r.fail("num_ln_in_parallel_attn", "must be 1 or 2");
+  }
+  s.linear_bias = flag(r, "bias", false);
+  s.tied_embeddings = flag(r, "tie_word_embeddings", true);
+  s.attention_dropout = dropout_on(r, "attention_dropout", 0.0);
+  s.dropout = dropout_on(r, "hidden_dropout", 0.0) || s.attention_dropout;
+  s.activation = activation_from(r, "activation", "gelu");
+  set_seq_len(s, optional_dim(r, "max_position_embeddings", 2048, kMaxVocab));
+  return s;
+}
+
 // The last component of "_name_or_path" when the config records one ("facebook/opt-350m" ->
 // "opt-350m"), else the file's name.
 std::string model_name(const JsonReader& r, const std::string& file) {
@@ -207,6 +453,19 @@ std::string model_name(const JsonReader& r, const std::string& file) {
 }
 
 }  // namespace
+
+std::vector<std::string> hf_model_types() {
+  std::vector<std::string> out;
+  std::string list = kSupported;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t comma = list.find(", ", start);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 2;
+  }
+  return out;
+}
 
 Model model_from_hf_config(const nlohmann::json& config, const std::string& file) {
   JsonReader r(config, file);
@@ -221,6 +480,12 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
     shape = gpt2(r);
   } else if (type == "opt") {
     shape = opt(r);
+  } else if (const DecoderType* t = decoder_type(type)) {
+    shape = decoder(r, *t);
+  } else if (type == "gptj") {
+    shape = gptj(r);
+  } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {
+    shape = falcon(r);
   } else {
     r.fail("model_type",
            "unsupported model_type \"" + type + "\"; supported: " + std::string(kSupported));

@@ -16,6 +16,10 @@ const char* family_name(Family family) {
       return "neox";
     case Family::kLlama:
       return "llama";
+    case Family::kGptj:
+      return "gptj";
+    case Family::kFalcon:
+      return "falcon";
     case Family::kMlp:
       return "mlp";
   }
@@ -74,11 +78,21 @@ Model::Model(ModelShape shape, std::vector<Layer> layers)
       }
     }
   }
+  // A token visits experts_per_token of the routed experts of each MoE block; the others'
+  // gate/up/down matrices (3 * h * expert_ffn each, no biases) are not active for it.
+  active_params_ = num_params_;
+  for (const Layer& layer : layers_) {
+    if (!layer.moe_block) continue;
+    active_params_ -= (shape_.experts - shape_.experts_per_token) * 3 * shape_.hidden *
+                      shape_.expert_ffn;
+  }
 }
 
-// Forward FLOPs: a GEMM [T x k] x [k x n] costs 2*T*n*k; attention costs 4*T*s*heads*head_dim
-// (QK^T and AV, each 2*s*s*head_dim per head and sequence; Narayanan et al. 2021 count it so,
-// without discounting the causal mask). Memory-bound ops add no FLOPs.
+// Forward FLOPs: a GEMM [T x k] x [k x n] costs 2*T*n*k (times token_factor: the routed experts
+// see experts_per_token rows per token); attention costs 2*T*s*heads*(head_dim + value_dim) =
+// 4*T*s*heads*head_dim when they are equal (QK^T and AV, each 2*s*s*d per head and sequence;
+// Narayanan et al. 2021 count it so, without discounting the causal mask). Memory-bound ops add
+// no FLOPs.
 double Model::layer_forward_flops(size_t layer, int64_t seq, int64_t batch) const {
   assert(layer < layers_.size());
   const double tokens = static_cast<double>(seq) * static_cast<double>(batch);
@@ -86,12 +100,15 @@ double Model::layer_forward_flops(size_t layer, int64_t seq, int64_t batch) cons
   for (const ComputeOp& op : layers_[layer].ops) {
     switch (op.kind) {
       case OpKind::kGemm:
-        flops += 2.0 * tokens * static_cast<double>(op.n) * static_cast<double>(op.k);
+        flops += 2.0 * tokens * op.token_factor * static_cast<double>(op.n) *
+                 static_cast<double>(op.k);
         break;
-      case OpKind::kAttention:
-        flops += 4.0 * tokens * static_cast<double>(seq) * static_cast<double>(op.heads) *
-                 static_cast<double>(op.head_dim);
+      case OpKind::kAttention: {
+        const int64_t dv = op.value_dim > 0 ? op.value_dim : op.head_dim;
+        flops += 2.0 * tokens * static_cast<double>(seq) * static_cast<double>(op.heads) *
+                 static_cast<double>(op.head_dim + dv);
         break;
+      }
       case OpKind::kMemoryBound:
         break;
     }

@@ -24,15 +24,25 @@ enum class Family {
   kGpt,    // GPT-2 / GPT-3 shapes: learned positions, biases, LayerNorm, GeLU 4h MLP, tied
   kOpt,    // OPT: like GPT with ReLU, 2 extra positions, optional embedding projections
   kNeox,   // GPT-NeoX: rotary, untied embeddings, biases, LayerNorm, parallel residual
-  kLlama,  // Llama / Mistral / Qwen2: RMSNorm, SwiGLU, GQA, rotary, no biases (Qwen2: qkv bias)
+  kLlama,  // Llama / Mistral / Qwen2: RMSNorm, SwiGLU, GQA, rotary, no biases (Qwen2: qkv bias);
+           // also the gated-MLP decoders built from the flags below (Mixtral, Qwen-MoE,
+           // DeepSeek-V2, Gemma, Phi-3, Qwen3, OLMo-2)
+  kGptj,   // GPT-J: parallel attention + MLP from one LayerNorm, rotary, q/k/v/out without bias,
+           // MLP and LM head with bias, untied
+  kFalcon, // Falcon: parallel attention + MLP (one or two LayerNorms), multi-query or grouped
+           // q/k/v fused, no biases, tied
   kMlp,    // a stack of Linear(h, h) + ReLU layers with an MSE loss (the executor's real numerics)
 };
 
 enum class Norm { kLayerNorm, kRmsNorm };
+// kSwiglu is any gated MLP (SwiGLU, GeGLU): act(gate(x)) * up(x), then down.
 enum class Activation { kGelu, kRelu, kSwiglu };
+// Norms on the queries and keys before rotary: none; one RMSNorm of width head_dim shared by all
+// heads (Qwen3); or RMSNorms over the whole query (A) and key (G) projections (OLMo-2).
+enum class QkNorm { kNone, kPerHead, kFull };
 
 // Lower-case names as zplan model files and listings spell them ("gpt", "opt", "neox", "llama",
-// "mlp"; "layernorm", "rmsnorm"; "gelu", "relu", "swiglu").
+// "gptj", "falcon", "mlp"; "layernorm", "rmsnorm"; "gelu", "relu", "swiglu").
 const char* family_name(Family family);
 const char* norm_name(Norm norm);
 const char* activation_name(Activation activation);
@@ -67,6 +77,41 @@ struct ModelShape {
   Activation activation = Activation::kGelu;
   int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
   int64_t default_seq_len = 2048;
+
+  // The general decoder (issue 16): shapes of the families users train today.
+  QkNorm qk_norm = QkNorm::kNone;
+  bool post_sublayer_norm = false;  // norms on the attention and MLP outputs before each residual
+                                    // add (Gemma-2 with pre_norm, OLMo-2 without input norms)
+  int64_t parallel_norms = 2;       // with parallel_residual: 1 = one norm feeds attention and
+                                    // MLP (GPT-J, Falcon-7B), 2 = one each (NeoX, Falcon-40B)
+  bool lm_head_bias = false;        // GPT-J's lm_head
+  bool fused_qkv = false;           // q, k, v in one Linear (Phi-3 qkv_proj); same count
+  bool fused_gate_up = false;       // gate and up in one Linear (Phi-3 gate_up_proj); same count
+
+  // Mixture of experts (gated MLP experts). 0 experts = every block has the dense MLP of width
+  // ffn. Otherwise every block from `dense_layers` on has a router Linear(h, experts) without
+  // bias, `experts` MLPs of width expert_ffn of which each token uses experts_per_token, and
+  // optionally one always-on shared MLP of width shared_expert_ffn (with a sigmoid gate
+  // Linear(h, 1) when shared_expert_gate: Qwen2-MoE).
+  int64_t experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_ffn = 0;
+  int64_t shared_expert_ffn = 0;
+  bool shared_expert_gate = false;
+  int64_t dense_layers = 0;  // DeepSeek first_k_dense_replace: the first blocks keep dense MLPs
+
+  // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
+  // q_proj (q_lora_rank 0) or q_a_proj -> q_a_layernorm -> q_b_proj; keys and values from a
+  // kv_lora_rank latent plus a shared qk_rope_head_dim rotary key (kv_a_proj_with_mqa ->
+  // kv_a_layernorm -> kv_b_proj); heads * v_head_dim into o_proj.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  bool moe() const { return experts > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
 };
 
 struct Param {
@@ -97,9 +142,14 @@ struct ComputeOp {
   std::string name;
   OpKind kind = OpKind::kGemm;
   int64_t n = 0, k = 0;             // kGemm
-  int64_t heads = 0, head_dim = 0;  // kAttention
+  int64_t heads = 0, head_dim = 0;  // kAttention (head_dim: of queries and keys)
+  int64_t value_dim = 0;            // kAttention: of values, 0 = head_dim (MLA: v_head_dim)
   double bytes_per_token = 0;       // kMemoryBound: bytes read + written per token
   int module = -1;                  // index in Layer::modules of the parameters it reads
+  // kGemm: rows per token. 1, or experts_per_token for the routed experts of a mixture of
+  // experts: each token passes through that many of them, so all experts together do the work
+  // of one [T*k x kdim] x [kdim x n] GEMM.
+  double token_factor = 1;
 };
 
 enum class LayerKind { kEmbedding, kBlock, kFinalNorm, kLmHead, kLinear };
@@ -110,6 +160,7 @@ struct Layer {
   std::vector<Module> modules;  // forward order
   std::vector<ComputeOp> ops;   // forward order
   bool checkpointed_unit = false;  // activation checkpointing wraps this layer (blocks, linears)
+  bool moe_block = false;          // a block whose MLP is the mixture of experts
 
   int64_t numel() const;  // parameters owned here (tied modules excluded)
 };
@@ -138,8 +189,12 @@ class Model {
   const std::string& name() const { return shape_.name; }
   const std::vector<Layer>& layers() const { return layers_; }
 
-  // Total trainable parameters, tied tensors counted once (DeepSpeed's total_params).
+  // Total trainable parameters, tied tensors counted once (DeepSpeed's total_params). With
+  // experts: all of them (what memory and ZeRO partitioning hold).
   int64_t num_params() const { return num_params_; }
+  // Parameters one token uses: num_params less the routed experts it does not visit
+  // ((experts - experts_per_token) of every MoE block). Equals num_params without experts.
+  int64_t active_params() const { return active_params_; }
   // Largest number of parameters owned directly by one module (DeepSpeed's largest_layer_params).
   int64_t largest_module_params() const { return largest_module_params_; }
   // Largest single parameter tensor (ZeRO-Offload's temp gradient buffers are sized by it).
@@ -158,6 +213,7 @@ class Model {
   ModelShape shape_;
   std::vector<Layer> layers_;
   int64_t num_params_ = 0;
+  int64_t active_params_ = 0;
   int64_t largest_module_params_ = 0;
   int64_t largest_param_numel_ = 0;
   int64_t num_param_tensors_ = 0;

@@ -35,12 +35,13 @@ struct Names {
   std::string q, k, v, out;
   std::string fc1, fc2;         // two-matrix MLP
   std::string gate, up, down;   // gated MLP
+  std::string gate_up;          // fused gate and up (Phi-3)
   std::string tokens, positions, final_norm, head;
 };
 
-Names names_for(Family family) {
+Names names_for(const ModelShape& s) {
   Names n;
-  switch (family) {
+  switch (s.family) {
     case Family::kGpt:
       n.block = "h";
       n.norm1 = "ln_1";
@@ -82,6 +83,34 @@ Names names_for(Family family) {
       n.final_norm = "final_layer_norm";
       n.head = "embed_out";
       break;
+    case Family::kGptj:
+      // GPTJBlock: ln_1 feeds attn and mlp (parallel), attn.{q,k,v,out}_proj, mlp.fc_in/fc_out.
+      n.block = "h";
+      n.norm1 = "ln_1";
+      n.q = "attn.q_proj";
+      n.k = "attn.k_proj";
+      n.v = "attn.v_proj";
+      n.out = "attn.out_proj";
+      n.fc1 = "mlp.fc_in";
+      n.fc2 = "mlp.fc_out";
+      n.tokens = "wte";
+      n.final_norm = "ln_f";
+      n.head = "lm_head";
+      break;
+    case Family::kFalcon:
+      // FalconDecoderLayer: input_layernorm (one norm), or ln_attn and ln_mlp (two, the new
+      // decoder architecture), or input_layernorm + post_attention_layernorm (sequential).
+      n.block = "h";
+      n.norm1 = s.parallel_residual && s.parallel_norms == 2 ? "ln_attn" : "input_layernorm";
+      n.norm2 = s.parallel_residual ? "ln_mlp" : "post_attention_layernorm";
+      n.qkv = "self_attention.query_key_value";
+      n.out = "self_attention.dense";
+      n.fc1 = "mlp.dense_h_to_4h";
+      n.fc2 = "mlp.dense_4h_to_h";
+      n.tokens = "word_embeddings";
+      n.final_norm = "ln_f";
+      n.head = "lm_head";
+      break;
     case Family::kLlama:
     case Family::kMlp:
       n.block = "layers";
@@ -94,6 +123,8 @@ Names names_for(Family family) {
       n.gate = "mlp.gate_proj";
       n.up = "mlp.up_proj";
       n.down = "mlp.down_proj";
+      if (s.fused_qkv) n.qkv = "self_attn.qkv_proj";
+      if (s.fused_gate_up) n.gate_up = "mlp.gate_up_proj";
       n.tokens = "embed_tokens";
       n.positions = "embed_positions";
       n.final_norm = "norm";
@@ -161,14 +192,27 @@ class LayerBuilder {
     layer_.ops.push_back(op);
   }
 
-  void attention(const std::string& name, int64_t heads, int64_t head_dim) {
+  void attention(const std::string& name, int64_t heads, int64_t head_dim, int64_t value_dim) {
     ComputeOp op;
     op.name = name;
     op.kind = OpKind::kAttention;
     op.heads = heads;
     op.head_dim = head_dim;
+    op.value_dim = value_dim == head_dim ? 0 : value_dim;
     layer_.ops.push_back(op);
   }
+
+  // A norm whose kernel reads and writes `row` elements per token (q/k norms: the whole
+  // projection) while its weight has `width` elements.
+  void norm(const std::string& name, int64_t width, Norm kind, int64_t row) {
+    Module m{name, {{name + ".weight", width}}, ""};
+    if (kind == Norm::kLayerNorm) m.params.push_back({name + ".bias", width});
+    int index = add_module(std::move(m));
+    memory_op(name, 4.0 * static_cast<double>(row), index);
+  }
+
+  void set_moe_block() { layer_.moe_block = true; }
+  Layer& layer() { return layer_; }
 
   Layer take() { return std::move(layer_); }
 
@@ -233,6 +277,53 @@ ModelShape normalized(ModelShape s, const std::string& where) {
   if (s.parallel_residual && !s.pre_norm) {
     fail(where, "pre_norm", "a parallel-residual block normalizes its input: must be true");
   }
+  check_range(where, "parallel_norms", s.parallel_norms, 1, 2);
+  if (s.lm_head_bias && s.tied_embeddings) {
+    fail(where, "lm_head_bias", "a tied LM head has no bias of its own");
+  }
+  if (s.post_sublayer_norm && s.parallel_residual) {
+    fail(where, "post_sublayer_norm", "is not built for parallel-residual blocks");
+  }
+  if ((s.fused_qkv || s.fused_gate_up || s.qk_norm != QkNorm::kNone || s.moe() || s.mla()) &&
+      s.family != Family::kLlama) {
+    fail(where, "family",
+         "fused projections, q/k norms, experts and latent attention are built for the llama "
+         "family (gated-MLP decoders) only");
+  }
+  check_range(where, "experts", s.experts, 0, kMaxWidth);
+  if (s.moe()) {
+    check_range(where, "experts_per_token", s.experts_per_token, 1, s.experts);
+    check_range(where, "expert_ffn", s.expert_ffn, 1, kMaxWidth);
+    check_range(where, "shared_expert_ffn", s.shared_expert_ffn, 0, kMaxWidth);
+    check_range(where, "dense_layers", s.dense_layers, 0, s.layers);
+    if (s.shared_expert_gate && s.shared_expert_ffn == 0) {
+      fail(where, "shared_expert_gate", "needs a shared expert (shared_expert_ffn > 0)");
+    }
+  } else if (s.experts_per_token != 0 || s.expert_ffn != 0 || s.shared_expert_ffn != 0 ||
+             s.dense_layers != 0 || s.shared_expert_gate) {
+    fail(where, "experts", "expert settings given without experts (experts must be > 0)");
+  }
+  check_range(where, "kv_lora_rank", s.kv_lora_rank, 0, kMaxWidth);
+  if (s.mla()) {
+    check_range(where, "q_lora_rank", s.q_lora_rank, 0, kMaxWidth);
+    check_range(where, "qk_nope_head_dim", s.qk_nope_head_dim, 0, kMaxWidth);
+    check_range(where, "qk_rope_head_dim", s.qk_rope_head_dim, 0, kMaxWidth);
+    check_range(where, "v_head_dim", s.v_head_dim, 1, kMaxWidth);
+    if (s.qk_nope_head_dim + s.qk_rope_head_dim == 0) {
+      fail(where, "qk_nope_head_dim", "qk_nope_head_dim + qk_rope_head_dim must be positive");
+    }
+    if (s.heads * (s.qk_nope_head_dim + s.qk_rope_head_dim + s.v_head_dim) > kMaxWidth) {
+      fail(where, "heads", "heads * (qk head dim + v_head_dim) must be at most " +
+                               std::to_string(kMaxWidth));
+    }
+    if (s.fused_qkv || s.qk_norm != QkNorm::kNone) {
+      fail(where, "kv_lora_rank", "latent attention has no fused qkv or q/k norms");
+    }
+  } else if (s.q_lora_rank != 0 || s.qk_nope_head_dim != 0 || s.qk_rope_head_dim != 0 ||
+             s.v_head_dim != 0) {
+    fail(where, "kv_lora_rank",
+         "latent-attention dims given without kv_lora_rank (it must be > 0)");
+  }
   if ((s.family == Family::kLlama) != (s.activation == Activation::kSwiglu)) {
     fail(where, "activation",
          s.family == Family::kLlama
@@ -257,7 +348,7 @@ Layer mlp_layer(const ModelShape& s, int64_t i) {
 
 class TransformerBuilder {
  public:
-  explicit TransformerBuilder(const ModelShape& s) : s_(s), n_(names_for(s.family)) {
+  explicit TransformerBuilder(const ModelShape& s) : s_(s), n_(names_for(s)) {
     q_dim_ = s.heads * s.head_dim;
     kv_dim_ = s.kv_heads * s.head_dim;
     embed_dim_ = s.embed_proj_dim > 0 ? s.embed_proj_dim : s.hidden;
@@ -296,9 +387,47 @@ class TransformerBuilder {
   Layer block(int64_t i) {
     const std::string prefix = n_.block + "." + std::to_string(i);
     const std::string p = prefix + ".";
+    const bool moe = s_.moe() && i >= s_.dense_layers;
     LayerBuilder b(prefix, LayerKind::kBlock, /*checkpointed=*/true);
+    if (moe) b.set_moe_block();
+    // Post-add norms (OPT-350m): pre_norm false without sublayer-output norms.
+    const bool post_add = !s_.pre_norm && !s_.post_sublayer_norm;
 
     if (s_.pre_norm) b.norm(p + n_.norm1, s_.hidden, s_.norm);
+    if (s_.mla()) {
+      latent_attention(b, p);
+    } else {
+      attention(b, p);
+    }
+    if (s_.post_sublayer_norm) b.norm(p + "post_attention_layernorm", s_.hidden, s_.norm);
+    if (hidden_dropout_) b.memory_op("attn_dropout", dropout_bytes(s_.hidden));
+
+    if (s_.parallel_residual) {
+      // GPT-NeoX / GPT-J / Falcon: x + attn(norm1(x)) + mlp(norm2(x)) (norm2 = norm1 with one
+      // norm), one three-way add at the end.
+      if (s_.parallel_norms == 2) b.norm(p + n_.norm2, s_.hidden, s_.norm);
+      mlp(b, p, moe);
+      if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
+      b.memory_op("residual", add_bytes(s_.hidden, 3));
+      return b.take();
+    }
+    b.memory_op("attn_residual", add_bytes(s_.hidden, 2));
+    if (post_add) b.norm(p + n_.norm1, s_.hidden, s_.norm);
+    if (s_.pre_norm) {
+      // Gemma-2's sandwich names the norm before the MLP pre_feedforward_layernorm.
+      b.norm(p + (s_.post_sublayer_norm ? std::string("pre_feedforward_layernorm") : n_.norm2),
+             s_.hidden, s_.norm);
+    }
+    mlp(b, p, moe);
+    if (s_.post_sublayer_norm) b.norm(p + "post_feedforward_layernorm", s_.hidden, s_.norm);
+    if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
+    b.memory_op("mlp_residual", add_bytes(s_.hidden, 2));
+    if (post_add) b.norm(p + n_.norm2, s_.hidden, s_.norm);
+    return b.take();
+  }
+
+  // Multi-head attention with grouped or multi-query keys and values.
+  void attention(LayerBuilder& b, const std::string& p) {
     if (!n_.qkv.empty()) {
       b.linear(p + n_.qkv, s_.hidden, q_dim_ + 2 * kv_dim_, qkv_bias_);
     } else {
@@ -306,36 +435,59 @@ class TransformerBuilder {
       b.linear(p + n_.k, s_.hidden, kv_dim_, qkv_bias_);
       b.linear(p + n_.v, s_.hidden, kv_dim_, qkv_bias_);
     }
+    // Qwen3Attention: q_norm, k_norm = RMSNorm(head_dim) applied per head; Olmo2Attention:
+    // RMSNorm(heads * head_dim) and RMSNorm(kv_heads * head_dim) over the whole projections.
+    if (s_.qk_norm != QkNorm::kNone) {
+      const bool per_head = s_.qk_norm == QkNorm::kPerHead;
+      b.norm(p + "self_attn.q_norm", per_head ? s_.head_dim : q_dim_, s_.norm, q_dim_);
+      b.norm(p + "self_attn.k_norm", per_head ? s_.head_dim : kv_dim_, s_.norm, kv_dim_);
+    }
     if (s_.max_positions == 0) {
       b.memory_op("rotary", 4.0 * static_cast<double>(q_dim_ + kv_dim_));
     }
-    b.attention("attention", s_.heads, s_.head_dim);
+    b.attention("attention", s_.heads, s_.head_dim, s_.head_dim);
     b.linear(p + n_.out, q_dim_, s_.hidden, out_bias_);
-    if (hidden_dropout_) b.memory_op("attn_dropout", dropout_bytes(s_.hidden));
-
-    if (s_.parallel_residual) {
-      // GPT-NeoX / GPT-J: x + attn(norm1(x)) + mlp(norm2(x)), one three-way add at the end.
-      b.norm(p + n_.norm2, s_.hidden, s_.norm);
-      mlp(b, p);
-      if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
-      b.memory_op("residual", add_bytes(s_.hidden, 3));
-      return b.take();
-    }
-    b.memory_op("attn_residual", add_bytes(s_.hidden, 2));
-    if (!s_.pre_norm) b.norm(p + n_.norm1, s_.hidden, s_.norm);
-    if (s_.pre_norm) b.norm(p + n_.norm2, s_.hidden, s_.norm);
-    mlp(b, p);
-    if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
-    b.memory_op("mlp_residual", add_bytes(s_.hidden, 2));
-    if (!s_.pre_norm) b.norm(p + n_.norm2, s_.hidden, s_.norm);
-    return b.take();
   }
 
-  void mlp(LayerBuilder& b, const std::string& p) {
+  // DeepseekV2Attention (transformers modeling_deepseek_v2.py): queries through q_proj, or the
+  // q_lora_rank bottleneck q_a_proj -> q_a_layernorm -> q_b_proj; kv_a_proj_with_mqa makes the
+  // kv_lora_rank latent and one qk_rope_head_dim rotary key shared by all heads; kv_a_layernorm,
+  // then kv_b_proj expands the latent to each head's non-rotary key and value. q_a_proj,
+  // kv_a_proj_with_mqa and o_proj have attention_bias; q_proj, q_b_proj, kv_b_proj never.
+  void latent_attention(LayerBuilder& b, const std::string& p) {
+    const int64_t qk_head = s_.qk_nope_head_dim + s_.qk_rope_head_dim;
+    const int64_t a = s_.heads;
+    if (s_.q_lora_rank > 0) {
+      b.linear(p + "self_attn.q_a_proj", s_.hidden, s_.q_lora_rank, qkv_bias_);
+      b.norm(p + "self_attn.q_a_layernorm", s_.q_lora_rank, Norm::kRmsNorm);
+      b.linear(p + "self_attn.q_b_proj", s_.q_lora_rank, a * qk_head, false);
+    } else {
+      b.linear(p + "self_attn.q_proj", s_.hidden, a * qk_head, false);
+    }
+    b.linear(p + "self_attn.kv_a_proj_with_mqa", s_.hidden,
+             s_.kv_lora_rank + s_.qk_rope_head_dim, qkv_bias_);
+    b.norm(p + "self_attn.kv_a_layernorm", s_.kv_lora_rank, Norm::kRmsNorm);
+    b.linear(p + "self_attn.kv_b_proj", s_.kv_lora_rank,
+             a * (s_.qk_nope_head_dim + s_.v_head_dim), false);
+    // Rotary on every head's rope part of the query and on the one shared rope key.
+    b.memory_op("rotary", 4.0 * static_cast<double>(a * s_.qk_rope_head_dim + s_.qk_rope_head_dim));
+    b.attention("attention", a, qk_head, s_.v_head_dim);
+    b.linear(p + "self_attn.o_proj", a * s_.v_head_dim, s_.hidden, out_bias_);
+  }
+
+  void mlp(LayerBuilder& b, const std::string& p, bool moe) {
+    if (moe) {
+      experts(b, p);
+      return;
+    }
     const double f = static_cast<double>(s_.ffn);
     if (s_.activation == Activation::kSwiglu) {
-      b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_);
-      b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_);
+      if (!n_.gate_up.empty()) {
+        b.linear(p + n_.gate_up, s_.hidden, 2 * s_.ffn, mlp_bias_);
+      } else {
+        b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_);
+        b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_);
+      }
       b.memory_op("silu", 4.0 * f);
       b.memory_op("gate_mul", 6.0 * f);
       b.linear(p + n_.down, s_.ffn, s_.hidden, mlp_bias_);
@@ -344,6 +496,67 @@ class TransformerBuilder {
     b.linear(p + n_.fc1, s_.hidden, s_.ffn, mlp_bias_);
     b.memory_op(s_.activation == Activation::kRelu ? "relu" : "gelu", 4.0 * f);
     b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_);
+  }
+
+  // The sparse MoE block (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV2MoE): one
+  // module holding the router, every expert's gate/up/down and the shared expert. It is one
+  // module because ZeRO-3 training of these models marks the block a leaf
+  // (deepspeed/utils/z3_leaf_module.py set_z3_leaf_modules; Accelerate's
+  // transformer_moe_cls_names): its parameters are gathered together, since which experts a
+  // micro-batch reaches differs across ranks. No biases anywhere in it.
+  void experts(LayerBuilder& b, const std::string& p) {
+    const int64_t h = s_.hidden, fe = s_.expert_ffn, fs = s_.shared_expert_ffn;
+    const std::string m = p + "mlp";
+    Module block{m, {}, ""};
+    block.params.push_back({m + ".gate.weight", s_.experts * h});
+    for (int64_t e = 0; e < s_.experts; ++e) {
+      const std::string x = m + ".experts." + std::to_string(e) + ".";
+      block.params.push_back({x + "gate_proj.weight", fe * h});
+      block.params.push_back({x + "up_proj.weight", fe * h});
+      block.params.push_back({x + "down_proj.weight", h * fe});
+    }
+    if (fs > 0) {
+      const std::string x = m + ".shared_expert.";
+      block.params.push_back({x + "gate_proj.weight", fs * h});
+      block.params.push_back({x + "up_proj.weight", fs * h});
+      block.params.push_back({x + "down_proj.weight", h * fs});
+      if (s_.shared_expert_gate) block.params.push_back({m + ".shared_expert_gate.weight", h});
+    }
+    const int index = b.add_module(std::move(block));
+    const double k = static_cast<double>(s_.experts_per_token);
+    const double fed = static_cast<double>(fe);
+    // Router logits, softmax and top-k over the experts (fp32 probabilities: read the 16-bit
+    // logits, write fp32 probabilities and the chosen weights; estimate).
+    b.gemm(m + ".gate", s_.experts, h, index);
+    b.memory_op("router_topk", 6.0 * static_cast<double>(s_.experts) + 12.0 * k);
+    // Dispatch: copy each token's hidden state to its k experts (read and write k rows).
+    b.memory_op("dispatch", 4.0 * k * static_cast<double>(h));
+    expert_gemm(b, m + ".experts.gate_proj", fe, h, index);
+    expert_gemm(b, m + ".experts.up_proj", fe, h, index);
+    b.memory_op("experts_silu", 4.0 * k * fed);
+    b.memory_op("experts_gate_mul", 6.0 * k * fed);
+    expert_gemm(b, m + ".experts.down_proj", h, fe, index);
+    // Combine: scale the k outputs by their routing weights and sum them.
+    b.memory_op("combine", 2.0 * (k + 1) * static_cast<double>(h));
+    if (fs > 0) {
+      const double fsd = static_cast<double>(fs);
+      b.gemm(m + ".shared_expert.gate_proj", fs, h, index);
+      b.gemm(m + ".shared_expert.up_proj", fs, h, index);
+      b.memory_op("shared_silu", 4.0 * fsd);
+      b.memory_op("shared_gate_mul", 6.0 * fsd);
+      b.gemm(m + ".shared_expert.down_proj", h, fs, index);
+      if (s_.shared_expert_gate) {
+        b.gemm(m + ".shared_expert_gate", 1, h, index);
+        b.memory_op("shared_sigmoid_mul", 6.0 * static_cast<double>(h));
+      }
+      b.memory_op("shared_add", add_bytes(h, 2));
+    }
+  }
+
+  // The routed experts' GEMM: each token's row goes through experts_per_token experts.
+  void expert_gemm(LayerBuilder& b, const std::string& name, int64_t n, int64_t k, int module) {
+    b.gemm(name, n, k, module);
+    b.layer().ops.back().token_factor = static_cast<double>(s_.experts_per_token);
   }
 
   Layer lm_head() {
@@ -358,6 +571,7 @@ class TransformerBuilder {
       head.tied_to = n_.tokens;
     } else {
       head.params.push_back({n_.head + ".weight", s_.vocab * embed_dim_});
+      if (s_.lm_head_bias) head.params.push_back({n_.head + ".bias", s_.vocab});
     }
     int index = b.add_module(std::move(head));
     b.gemm(n_.head, s_.vocab, embed_dim_, index);

@@ -47,6 +47,26 @@ ModelShape family_defaults(Family family) {
       s.dropout = false;
       s.default_seq_len = 4096;
       break;
+    case Family::kGptj:  // GPTJConfig: n_inner 4h, gelu_new, one ln_1, rotary, untied
+      s.norm = Norm::kLayerNorm;
+      s.activation = Activation::kGelu;
+      s.tied_embeddings = false;
+      s.mlp_bias = true;
+      s.lm_head_bias = true;
+      s.dropout = false;
+      s.parallel_residual = true;
+      s.parallel_norms = 1;
+      s.default_seq_len = 2048;
+      break;
+    case Family::kFalcon:  // FalconConfig: parallel_attn, bias false, tied, 4h GeLU MLP
+      s.norm = Norm::kLayerNorm;
+      s.activation = Activation::kGelu;
+      s.tied_embeddings = true;
+      s.dropout = false;
+      s.parallel_residual = true;
+      s.parallel_norms = 1;
+      s.default_seq_len = 2048;
+      break;
     case Family::kMlp:
       s.activation = Activation::kRelu;
       s.linear_bias = true;
@@ -59,7 +79,8 @@ ModelShape family_defaults(Family family) {
 }
 
 std::optional<Family> family_from_name(std::string_view name) {
-  for (Family f : {Family::kGpt, Family::kOpt, Family::kNeox, Family::kLlama, Family::kMlp}) {
+  for (Family f : {Family::kGpt, Family::kOpt, Family::kNeox, Family::kLlama, Family::kGptj,
+                   Family::kFalcon, Family::kMlp}) {
     if (name == family_name(f)) return f;
   }
   return std::nullopt;

@@ -32,9 +32,13 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
     case models::OpKind::kGemm: {
       const double n = static_cast<double>(op.n), k = static_cast<double>(op.k);
       // Y[T x n] = X[T x k] W[k x n]; backward: dX = dY W^T [T x k] and dW = X^T dY [k x n].
-      t.fwd_s = gemm_time_s(gpu, tokens, n, k, dtype_bytes);
-      t.bwd_s = gemm_time_s(gpu, tokens, k, n, dtype_bytes) + gemm_time_s(gpu, k, n, tokens, dtype_bytes);
-      t.fwd_flops = 2 * tokens * n * k;
+      // Routed experts (token_factor = experts_per_token): timed as one GEMM over all routed
+      // rows, as a grouped-GEMM kernel runs them.
+      const double rows = tokens * op.token_factor;
+      t.fwd_s = gemm_time_s(gpu, rows, n, k, dtype_bytes);
+      t.bwd_s = gemm_time_s(gpu, rows, k, n, dtype_bytes) +
+                gemm_time_s(gpu, k, n, rows, dtype_bytes);
+      t.fwd_flops = 2 * rows * n * k;
       break;
     }
     case models::OpKind::kAttention: {
@@ -47,7 +51,8 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       // ([b*h*s x s] over d, [b*h*s x d] over s; backward twice the forward) and runs the
       // softmax and its casts as separate memory-bound kernels over the a*s*s*b scores.
       const double heads = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
-      t.fwd_flops = 4 * tokens * seq * heads * d;
+      const double dv = op.value_dim > 0 ? static_cast<double>(op.value_dim) : d;
+      t.fwd_flops = 2 * tokens * seq * heads * (d + dv);
       if (flash) {
         const double executed = kCausalFraction * t.fwd_flops;
         t.fwd_s = hardware::attention_time_s(gpu, executed, dtype_bytes);
@@ -55,7 +60,7 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       } else {
         const double rows = batch * heads * seq;
         t.fwd_s = gemm_time_s(gpu, rows, seq, d, dtype_bytes) +
-                  gemm_time_s(gpu, rows, d, seq, dtype_bytes);
+                  gemm_time_s(gpu, rows, dv, seq, dtype_bytes);
         t.bwd_s = 2 * t.fwd_s;
         const EagerSoftmaxBytes e = eager_softmax_bytes(dtype_bytes);
         const double scores = rows * seq;
@@ -86,8 +91,9 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
     const models::ComputeOp& x = a.ops[i];
     const models::ComputeOp& y = b.ops[i];
     if (x.kind != y.kind || x.n != y.n || x.k != y.k || x.heads != y.heads ||
-        x.head_dim != y.head_dim || x.bytes_per_token != y.bytes_per_token ||
-        x.module != y.module) {
+        x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
+        x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
+        x.token_factor != y.token_factor) {
       return false;
     }
   }

@@ -81,13 +81,18 @@ TEST_CASE("every example in examples/README.md runs and matches its golden numbe
 }
 
 TEST_CASE("every Hugging Face example config loads through the CLI", "[cli]") {
-  for (const char* file : {"Meta-Llama-3-8B.json", "Mistral-7B-v0.1.json", "gpt2.json"}) {
+  for (const char* file : {"Meta-Llama-3-8B.json", "Mistral-7B-v0.1.json", "gpt2.json",
+                           "Mixtral-8x7B-v0.1.json", "falcon-7b.json"}) {
     RunResult r = run_zplan(std::string("memory --model examples/hf/") + file +
                             " --gpus 8 --hw h100 --stage 3 --checkpointing full");
     INFO(file << ": " << r.err);
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("GPU:") != std::string::npos);
   }
+  // A mixture of experts says how many parameters a token uses besides how many there are.
+  RunResult moe = run_zplan("memory --model examples/hf/Mixtral-8x7B-v0.1.json --gpus 8 "
+                            "--hw h100 --stage 3");
+  CHECK(moe.out.find("(46.70 B params, 12.88 B active)") != std::string::npos);
 }
 
 TEST_CASE("a simulated trace is valid Chrome trace JSON with a track per resource",

@@ -70,7 +70,7 @@ TEST_CASE("bad zplan model files name the key", "[models]") {
   CHECK(zplan_error(R"({"family": "llama", "hidden": 64, "heads": 4, "ffn": 64,
     "vocab": 10})") == "m.json: /layers: missing (expected an integer)");
   CHECK(zplan_error(R"({"family": "bert"})") ==
-        "m.json: /family: must be one of gpt, opt, neox, llama, mlp; got \"bert\"");
+        "m.json: /family: must be one of gpt, opt, neox, llama, gptj, falcon, mlp; got \"bert\"");
   CHECK(zplan_error(R"({"layers": 2})") == "m.json: /family: missing (expected a string)");
   CHECK(zplan_error(R"({"family": "llama", "layers": 2, "hidden": 64, "heads": 4, "ffn": 64,
     "vocab": 10, "norm": "batchnorm"})") ==

@@ -1,0 +1,293 @@
+// The general decoder's families (issue 16 item 4): each checkpoint's parameter count exactly as
+// published, the shapes each family's modules take, MoE active parameters and FLOPs, MLA, and
+// the configs zplan refuses. Sources of every count and config: tests/models/data/SOURCES.md.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "base/json_reader.h"
+#include "models/catalog.h"
+#include "models/model.h"
+#include "tests/models/test_util.h"
+
+namespace zplan::models {
+namespace {
+
+using testing::data_path;
+using testing::example_path;
+using testing::input_error_of;
+
+std::string error_of(const std::string& text) {
+  return input_error_of(
+      [&] { model_from_hf_config(parse_json_text(text, "config.json"), "config.json"); });
+}
+
+const Module* find_module(const Model& m, const std::string& name) {
+  for (const Layer& l : m.layers()) {
+    for (const Module& mod : l.modules) {
+      if (mod.name == name) return &mod;
+    }
+  }
+  return nullptr;
+}
+
+int64_t numel_of(const Model& m, const std::string& module) {
+  const Module* mod = find_module(m, module);
+  REQUIRE(mod != nullptr);
+  return mod->numel();
+}
+
+TEST_CASE("new families: parameter counts exactly as published", "[models]") {
+  // Each: zplan's count == the published total, and == the closed form from the shapes.
+  SECTION("Mixtral-8x7B: 8 experts, top 2, untied") {
+    Model m = load_model(example_path("Mixtral-8x7B-v0.1.json"));
+    CHECK(m.num_params() == 46'702'792'704);
+    const int64_t h = 4096, f = 14336;
+    const int64_t attn = 2 * h * h + 2 * h * 1024;
+    CHECK(m.num_params() == 32 * (attn + 2 * h + 8 * h + 8 * 3 * h * f) + 2 * 32000 * h + h);
+    // Active: the 6 experts a token skips in each of the 32 blocks are not counted.
+    CHECK(m.active_params() == m.num_params() - 32 * 6 * 3 * h * f);
+    CHECK(m.active_params() == 12'879'925'248);
+    CHECK(m.shape().experts == 8);
+    CHECK(m.shape().experts_per_token == 2);
+  }
+  SECTION("Qwen1.5-MoE-A2.7B: 60 experts, top 4, gated shared expert, q/k/v biases") {
+    Model m = load_model(data_path("Qwen1.5-MoE-A2.7B.json"));
+    CHECK(m.num_params() == 14'315'784'192);
+    const int64_t h = 2048;
+    CHECK(numel_of(m, "layers.0.mlp") ==
+          60 * h + 60 * 3 * h * 1408 + 3 * h * 5632 + h);  // router, experts, shared, its gate
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == h * h + h);
+    CHECK(m.active_params() == 2'689'173'504);  // less 24 * 56 unvisited experts
+  }
+  SECTION("Qwen3-30B-A3B: 128 experts, top 8, per-head q/k norms") {
+    Model m = load_model(data_path("Qwen3-30B-A3B.json"));
+    CHECK(m.num_params() == 30'532'122'624);
+    CHECK(numel_of(m, "layers.0.self_attn.q_norm") == 128);
+    CHECK(numel_of(m, "layers.0.self_attn.k_norm") == 128);
+    CHECK(m.active_params() == m.num_params() - 48LL * 120 * 3 * 2048 * 768);
+    CHECK(m.active_params() == 3'353'032'704);
+  }
+  SECTION("DeepSeek-V2-Lite: MLA without q_lora, 64 experts top 6, 2 shared, 1 dense block") {
+    Model m = load_model(data_path("DeepSeek-V2-Lite.json"));
+    CHECK(m.num_params() == 15'706'484'224);
+    const int64_t h = 2048;
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == h * 16 * 192);
+    CHECK(numel_of(m, "layers.0.self_attn.kv_a_proj_with_mqa") == h * (512 + 64));
+    CHECK(numel_of(m, "layers.0.self_attn.kv_a_layernorm") == 512);
+    CHECK(numel_of(m, "layers.0.self_attn.kv_b_proj") == 512 * 16 * (128 + 128));
+    CHECK(numel_of(m, "layers.0.self_attn.o_proj") == 16 * 128 * h);
+    CHECK(numel_of(m, "layers.0.mlp.down_proj") == 10944 * h);  // first_k_dense_replace: dense
+    CHECK(find_module(m, "layers.0.mlp") == nullptr);
+    CHECK(numel_of(m, "layers.1.mlp") == 64 * h + 64 * 3 * h * 1408 + 3 * h * 2 * 1408);
+    CHECK_FALSE(m.layers()[1].moe_block);  // layers()[0] is the embedding
+    CHECK(m.layers()[2].moe_block);
+    // 26 MoE blocks, 58 of 64 experts unvisited by each token.
+    CHECK(m.active_params() == m.num_params() - 26LL * 58 * 3 * h * 1408);
+  }
+  SECTION("Gemma-2-9b: head_dim 256, sandwich norms, tied by default") {
+    Model m = load_model(data_path("gemma-2-9b.json"));
+    CHECK(m.num_params() == 9'241'705'984);
+    CHECK(m.shape().tied_embeddings);
+    CHECK(find_module(m, "layers.0.pre_feedforward_layernorm") != nullptr);
+    CHECK(find_module(m, "layers.0.post_feedforward_layernorm") != nullptr);
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == 3584 * 16 * 256);
+  }
+  SECTION("Gemma-7b: head_dim 256 with 16 heads (A = 4096 != h = 3072), tied by default") {
+    // google/gemma-7b's config.json values (tie_word_embeddings absent: GemmaConfig ties).
+    Model m = model_from_hf_config(parse_json_text(R"({"model_type": "gemma",
+      "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+      "vocab_size": 256000, "max_position_embeddings": 8192, "hidden_act": "gelu"})", "c"),
+                                   "c");
+    CHECK(m.num_params() == 8'537'680'896);
+    CHECK(m.shape().tied_embeddings);
+  }
+  SECTION("Phi-3-mini-4k: fused qkv_proj and gate_up_proj") {
+    Model m = load_model(data_path("Phi-3-mini-4k-instruct.json"));
+    CHECK(m.num_params() == 3'821'079'552);
+    CHECK(numel_of(m, "layers.0.self_attn.qkv_proj") == 3072 * 3 * 3072);
+    CHECK(numel_of(m, "layers.0.mlp.gate_up_proj") == 3072 * 2 * 8192);
+  }
+  SECTION("Qwen3-8B: per-head q/k norms, head_dim 128") {
+    Model m = load_model(data_path("Qwen3-8B.json"));
+    CHECK(m.num_params() == 8'190'735'360);
+  }
+  SECTION("OLMo-2-1124-7B: full-width q/k norms, norms after each sublayer only") {
+    Model m = load_model(data_path("OLMo-2-1124-7B.json"));
+    CHECK(m.num_params() == 7'298'617'344);
+    CHECK(numel_of(m, "layers.0.self_attn.q_norm") == 4096);
+    CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
+    CHECK(find_module(m, "layers.0.post_feedforward_layernorm") != nullptr);
+  }
+  SECTION("GPT-J-6B: parallel block from one ln_1, biased MLP and LM head") {
+    Model m = load_model(data_path("gpt-j-6b.json"));
+    // transformers' GPTJForCausalLM module count; the model card's 6,053,381,344 counts the
+    // original JAX checkpoint (see SOURCES.md).
+    CHECK(m.num_params() == 6'050'882'784);
+    const int64_t h = 4096, f = 16384, v = 50400;
+    CHECK(m.num_params() ==
+          28 * (2 * h + 4 * h * h + h * f + f + f * h + h) + v * h + 2 * h + v * h + v);
+    CHECK(m.shape().family == Family::kGptj);
+    CHECK(find_module(m, "h.0.ln_2") == nullptr);
+  }
+  SECTION("Falcon-7B: multi-query fused qkv, one norm for the parallel block, tied") {
+    Model m = load_model(example_path("falcon-7b.json"));
+    // The checkpoint index's total_size, 14,434,379,520 bf16 bytes = 7,217,189,760 tensors
+    // elements, stores the tied lm_head.weight a second time (65024 * 4544 = 295,469,056).
+    CHECK(m.num_params() == 14'434'379'520 / 2 - 65'024LL * 4544);
+    CHECK(numel_of(m, "h.0.self_attention.query_key_value") == 4544 * (4544 + 2 * 64));
+    CHECK(numel_of(m, "h.0.input_layernorm") == 2 * 4544);
+    CHECK(m.shape().kv_heads == 1);
+  }
+}
+
+TEST_CASE("MoE: FLOPs count the routed experts a token visits, memory counts all", "[models]") {
+  Model m = load_model(example_path("Mixtral-8x7B-v0.1.json"));
+  const int64_t h = 4096, f = 14336, s = 4096;
+  // Forward FLOPs of one block per token: attention GEMMs, the router, two of eight experts.
+  const double per_token_gemm =
+      2.0 * (2 * h * h + 2 * h * 1024) + 2.0 * 8 * h + 2.0 * 2 * 3 * h * f;
+  const double attention = 4.0 * s * 32 * 128;
+  CHECK(m.layer_forward_flops(1, s, 1) == Approx(s * (per_token_gemm + attention)));
+  // All experts are parameters of one gathered module (ZeRO-3 leaf): the MoE block.
+  CHECK(m.largest_module_params() == 8LL * 3 * h * f + 8 * h);
+  ActivationOptions o;
+  LayerActivations a = m.layer_activations(1, 1024, 1, o);
+  // Dense Mistral-7B's block: 2*T*(4h + 2A + 2G + 4f) + 4*a*T; the MoE block adds the router
+  // logits and, per routed copy, 2h + 4f minus the one dense MLP.
+  Model dense = load_model(example_path("Mistral-7B-v0.1.json"));
+  LayerActivations d = dense.layer_activations(1, 1024, 1, o);
+  CHECK(a.stored_bytes - d.stored_bytes == Approx(2.0 * 1024 * (8 + 2 * (2 * h + 4 * f) - 4 * f)));
+}
+
+TEST_CASE("MLA: attention FLOPs from the query/key and value head dims", "[models]") {
+  Model m = load_model(data_path("DeepSeek-V2-Lite.json"));
+  const Layer& block = m.layers()[1];
+  bool found = false;
+  for (const ComputeOp& op : block.ops) {
+    if (op.kind != OpKind::kAttention) continue;
+    found = true;
+    CHECK(op.heads == 16);
+    CHECK(op.head_dim == 192);
+    CHECK(op.value_dim == 128);
+  }
+  CHECK(found);
+  // QK^T over 192 dims and AV over 128: 2*T*s*a*(192 + 128).
+  const int64_t s = 2048;
+  double gemms = 2.0 * 2048 * (16 * 192 + 576) + 2.0 * 512 * 16 * 256 + 2.0 * 16 * 128 * 2048 +
+                 2.0 * 3 * 2048 * 10944;
+  CHECK(m.layer_forward_flops(1, s, 1) == Approx(s * (gemms + 2.0 * s * 16 * (192 + 128))));
+}
+
+TEST_CASE("block activations follow each family's tensors", "[models]") {
+  ActivationOptions o;  // flash attention, 16-bit
+  const double T = 1024;
+  auto stored = [&](const Model& m, double elements) {
+    return 2 * T * elements + 4.0 * static_cast<double>(m.shape().heads) * T;
+  };
+  // GPT-J: one ln_1 keeps the block input once and feeds both GEMM groups: h + h + 3h (Q, K, V)
+  // + h (attention output) + 2f (GeLU input and output).
+  Model gptj = load_model(data_path("gpt-j-6b.json"));
+  CHECK(gptj.layer_activations(1, 1024, 1, o).stored_bytes ==
+        Approx(stored(gptj, 6 * 4096.0 + 2 * 16384.0)));
+  // Gemma-2: four norms keep their inputs (4h), two GEMM inputs (2h), Q + K + V, output, 4f.
+  Model gemma = load_model(data_path("gemma-2-9b.json"));
+  const double A = 16 * 256, G = 8 * 256;
+  CHECK(gemma.layer_activations(1, 1024, 1, o).stored_bytes ==
+        Approx(stored(gemma, 6 * 3584.0 + A + 2 * G + A + 4 * 14336.0)));
+  // OLMo-2: two post-sublayer norms (2h), the GEMMs read the residual stream (2h), q/k norms
+  // keep their inputs (A + G).
+  Model olmo = load_model(data_path("OLMo-2-1124-7B.json"));
+  CHECK(olmo.layer_activations(1, 1024, 1, o).stored_bytes ==
+        Approx(stored(olmo, 4 * 4096.0 + 4 * 4096.0 + 2 * 4096.0 + 4 * 11008.0)));
+  // DeepSeek-V2-Lite's dense block: Q and K a*(nope + rope), V and output a*v, the kv latent's
+  // norm input and output and the rope key (2*512 + 64).
+  Model ds = load_model(data_path("DeepSeek-V2-Lite.json"));
+  CHECK(ds.layer_activations(1, 1024, 1, o).stored_bytes ==
+        Approx(stored(ds, 4 * 2048.0 + 2 * 16 * 192.0 + 2 * 16 * 128.0 + 2 * 512 + 64 +
+                              4 * 10944.0)));
+}
+
+TEST_CASE("unsupported settings of the new families are refused by key", "[models]") {
+  const std::string qwen_moe = R"({"model_type": "qwen2_moe", "hidden_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 2)";
+  CHECK(error_of(qwen_moe + R"(, "decoder_sparse_step": 2})") ==
+        "config.json: /decoder_sparse_step: not modelled: experts in every "
+        "decoder_sparse_step-th block only (zplan builds them in every block: must be 1)");
+  CHECK(error_of(qwen_moe + R"(, "mlp_only_layers": [0]})") ==
+        "config.json: /mlp_only_layers: not modelled: dense MLPs in chosen blocks (zplan builds "
+        "experts in every block: must be empty)");
+  CHECK(error_of(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+    "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 5})")
+            .find(
+            "must be at most the number of experts (4), got 5") != std::string::npos);
+  CHECK(model_from_hf_config(parse_json_text(qwen_moe + R"(, "mlp_only_layers": []})", "c"), "c")
+            .shape()
+            .experts == 4);
+
+  const std::string ds = R"({"model_type": "deepseek_v2", "hidden_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+    "vocab_size": 100, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8, "v_head_dim": 8, "moe_intermediate_size": 16)";
+  CHECK(error_of(ds + "}") ==
+        "config.json: /n_routed_experts: missing (expected an integer)");
+  CHECK(error_of(ds + R"(, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "first_k_dense_replace": 3})") ==
+        "config.json: /first_k_dense_replace: must be at most num_hidden_layers (2), got 3");
+  CHECK(error_of(ds + R"(, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "num_nextn_predict_layers": 1})") ==
+        "config.json: /num_nextn_predict_layers: not modelled: multi-token-prediction layers");
+  CHECK(error_of(R"({"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 4,
+    "vocab_size": 100, "tie_word_embeddings": true})") ==
+        "config.json: /tie_word_embeddings: not modelled: a tied GPT-J head (its lm_head has a "
+        "bias)");
+  CHECK(error_of(R"({"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 100, "new_decoder_architecture": true,
+    "num_kv_heads": 3})") ==
+        "config.json: /num_kv_heads: must divide num_attention_heads (4), got 3");
+}
+
+TEST_CASE("zplan model files take the general decoder's fields", "[models]") {
+  Model m = model_from_zplan_json(parse_json_text(R"({"family": "llama", "layers": 2,
+    "hidden": 64, "heads": 4, "ffn": 128, "vocab": 100, "experts": 4, "experts_per_token": 2,
+    "expert_ffn": 32, "shared_expert_ffn": 16, "dense_layers": 1, "qk_norm": "per_head",
+    "post_sublayer_norm": true})", "m.json"), "m.json");
+  const int64_t h = 64;
+  const int64_t attn = 4 * h * h + 2 * 16 + 4 * h;  // q/k/v/o, q/k norms, four norms
+  CHECK(m.num_params() == attn + 3 * h * 128 + attn + (4 * h + 4 * 3 * h * 32 + 3 * h * 16) +
+                              2 * 100 * h + h);
+  CHECK(m.active_params() == m.num_params() - 2 * 3 * h * 32);
+  CHECK(input_error_of([] {
+          model_from_zplan_json(parse_json_text(R"({"family": "gpt", "layers": 1, "hidden": 8,
+            "heads": 2, "ffn": 8, "vocab": 10, "max_positions": 4, "experts": 2})", "m.json"),
+                                "m.json");
+        }) == "m.json: /family: fused projections, q/k norms, experts and latent attention are "
+              "built for the llama family (gated-MLP decoders) only");
+  CHECK(input_error_of([] {
+          model_from_zplan_json(parse_json_text(R"({"family": "llama", "layers": 1, "hidden": 8,
+            "heads": 2, "ffn": 8, "vocab": 10, "experts_per_token": 2})", "m.json"), "m.json");
+        }) == "m.json: /experts: expert settings given without experts (experts must be > 0)");
+}
+
+TEST_CASE("q_lora_rank: a number adds the query bottleneck, null or absent differ", "[models]") {
+  const std::string ds = R"({"model_type": "deepseek_v2", "hidden_size": 64,
+    "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128,
+    "vocab_size": 100, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16)";
+  Model with = model_from_hf_config(parse_json_text(ds + R"(, "q_lora_rank": 32})", "c"), "c");
+  CHECK(numel_of(with, "layers.0.self_attn.q_a_proj") == 64 * 32);
+  CHECK(numel_of(with, "layers.0.self_attn.q_a_layernorm") == 32);
+  CHECK(numel_of(with, "layers.0.self_attn.q_b_proj") == 32 * 4 * 16);
+  Model none = model_from_hf_config(parse_json_text(ds + R"(, "q_lora_rank": null})", "c"), "c");
+  CHECK(numel_of(none, "layers.0.self_attn.q_proj") == 64 * 4 * 16);
+  // Absent: DeepseekV2Config's default 1536.
+  Model absent = model_from_hf_config(parse_json_text(ds + "}", "c"), "c");
+  CHECK(absent.shape().q_lora_rank == 1536);
+}
+
+}  // namespace
+}  // namespace zplan::models
