@@ -207,6 +207,7 @@ void apply_device(const DeviceMeasurements& d, const GemmCurve& curve, hardware:
 
 void apply_collectives(const Measurements& m, const std::vector<RegimeFit>& fits,
                        hardware::Profile* p, Recorder& rec) {
+  bool intra_latency_measured = false;
   for (size_t i = 0; i < m.collectives.size(); ++i) {
     const CollectiveMeasurement& c = m.collectives[i];
     if (c.rows.empty() || c.ranks < 2) continue;
@@ -250,20 +251,44 @@ void apply_collectives(const Measurements& m, const std::vector<RegimeFit>& fits
                        " all_gather on a full node: busbw of the largest sizes' fitted "
                        "beta (ring; all_reduce may use NVLS)");
     }
-    if (c.nodes > 1 && c.op == Collective::kAllReduce && p->network.nics_per_node == 0) {
-      // A CPU cluster: one "NIC" per node standing for whatever links the nodes.
-      p->network.nics_per_node = 1;
-      p->network.nic_bw_bytes_per_s = busbw;
-      p->network.latency_s = first.alpha_s / (2.0 * (c.nodes - 1));
-      rec.measured("/network/nics_per_node", "1: the nodes' link, as one NIC");
-      rec.measured("/network/nic_gbps", c.backend + " all_reduce across " +
-                                            std::to_string(c.nodes) +
-                                            " nodes: busbw of the "
-                                            "largest sizes");
-      rec.measured("/network/latency_us", c.backend +
-                                              " all_reduce across nodes: alpha over "
-                                              "2(k-1) inter-node steps");
+    if (c.nodes == 1 && c.op == Collective::kAllReduce) intra_latency_measured = true;
+  }
+  // The network after the intra-node tier, whose per-step latency it needs: from the all_gather
+  // across all the nodes, a ring that crosses every node boundary once per direction, so that its
+  // busbw is the link's rate (nccl-tests' busbw). Not from the all_reduce: MPI runs it on few
+  // ranks by recursive halving and doubling, which moves less over the link than the ring the
+  // cost model prices (two namespace nodes on a 0.125 GB/s link, docs/validation.md: all_reduce
+  // busbw 0.19 GB/s, all_gather 0.10 GB/s).
+  for (size_t i = 0; i < m.collectives.size(); ++i) {
+    const CollectiveMeasurement& c = m.collectives[i];
+    if (c.rows.empty() || c.nodes < 2 || c.op != Collective::kAllGather ||
+        p->network.nics_per_node != 0) {
+      continue;
     }
+    // A CPU cluster: one "NIC" per node standing for whatever links the nodes.
+    const auto& first = fits[i].regimes.front();
+    const auto& last = fits[i].regimes.back();
+    p->network.nics_per_node = 1;
+    p->network.nic_bw_bytes_per_s = bus_factor(c.op, c.ranks) / last.beta_s_per_byte;
+    // The ring model's latency (hardware/cost_model.cc alpha_beta_ring): n-1 steps, k-1 of them
+    // across nodes; the intra-node steps cost the intra-node tier's latency when this run
+    // measured it, and the rest of the fitted alpha is the inter-node steps'. Floored at an even
+    // share of alpha per step, should the intra-node steps explain all of it.
+    const double steps = c.ranks - 1.0, inter = c.nodes - 1.0;
+    const double intra_part =
+        intra_latency_measured ? (steps - inter) * p->node.intra_latency_s : 0.0;
+    p->network.latency_s =
+        std::max(first.alpha_s - intra_part, first.alpha_s * inter / steps) / inter;
+    rec.measured("/network/nics_per_node", "1: the nodes' link, as one NIC");
+    rec.measured("/network/nic_gbps", c.backend + " all_gather on " + std::to_string(c.ranks) +
+                                          " ranks across " + std::to_string(c.nodes) +
+                                          " nodes (a ring): busbw of the largest sizes' fitted "
+                                          "beta");
+    rec.measured("/network/latency_us",
+                 c.backend + " all_gather across nodes: the smallest sizes' fitted alpha, less " +
+                     (intra_latency_measured ? "the intra-node steps' measured latency, "
+                                             : std::string()) +
+                     "over the k-1 inter-node ring steps");
   }
 }
 

@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "calibrate/collective_sweep.h"
 #include "calibrate/fake_backend.h"
+#include "calibrate/profile_builder.h"
 #include "hardware/cost_model.h"
 #include "kernels/config.h"
 #include "models/catalog.h"
@@ -199,6 +201,69 @@ TEST_CASE("on a CPU profile the simulator follows the measured collectives", "[c
   INFO("fast " << t_fast << " s, slow " << t_slow << " s");
   CHECK(t_fast > 0);
   CHECK(t_slow > t_fast * 1.2);
+}
+
+TEST_CASE("two nodes give a two-tier profile whose ring model reproduces the cross-node alpha",
+          "[calibrate]") {
+  // What `zplan calibrate --backend mpi` measures on 2 nodes of 2 ranks (scripts/two-node.sh):
+  // all_reduce among each node's 2 ranks (shared memory: 4 us, 4 GB/s), and all_gather and
+  // all_reduce among all 4 ranks across the link (all_gather 150 us, 0.1 GB/s; all_reduce faster
+  // than a ring, as MPI's recursive halving is). The profile must take the intra-node tier from
+  // the first and the network from the cross-node all_gather, the intra-node ring steps' latency
+  // taken out of its alpha, so that the two-tier ring model (the tables removed) gives back the
+  // measured alphas and betas.
+  auto fake = [](Collective op, double alpha, double algbw) {
+    FakeCollective f;
+    f.op = op;
+    f.regimes = {{1e12, alpha, 1 / algbw}};
+    return f;
+  };
+  FakeSpec across = default_fake_spec();
+  across.ranks = 4;
+  across.nodes = 2;
+  across.noise = 0;
+  across.collectives = {fake(Collective::kAllReduce, 100e-6, 0.2e9),
+                        fake(Collective::kAllGather, 150e-6, 0.1e9)};
+  FakeSpec intra = across;
+  intra.ranks = 2;
+  intra.nodes = 1;
+  intra.collectives = {fake(Collective::kAllReduce, 4e-6, 4e9)};
+
+  auto group = kernels::make_single_process_comm();
+  Progress quiet(nullptr);
+  Measurements m;
+  make_fake_backend(across)->measure(*group, ProbeOptions{}, quiet, &m);
+  // After the cross-node tables, so that the builder must not depend on the order.
+  FakeCollectiveBench intra_bench(intra, 0);
+  m.collectives.push_back(sweep_collective(intra_bench, *group, Collective::kAllReduce,
+                                           sweep_settings(ProbeOptions{}, false), quiet));
+  BuildInputs in;
+  in.measurements = &m;
+  in.name = "two-node";
+  in.nodes = 2;
+  hardware::Profile p = build_profile(in).profile;
+  CHECK(p.node.gpus_per_node == 2);
+  CHECK(p.node.intra_busbw_bytes_per_s == Approx(4e9 * 1.0).epsilon(0.01));  // busbw = algbw x 1
+  CHECK(p.node.intra_latency_s == Approx(4e-6 / 2).epsilon(0.01));           // 2(n-1) = 2 steps
+  CHECK(p.network.nics_per_node == 1);
+  CHECK(p.network.nic_bw_bytes_per_s == Approx(0.1e9 * 0.75).epsilon(0.01));  // x (n-1)/n
+  // 3 ring steps, 1 across nodes: 150 us less 2 x 2 us.
+  CHECK(p.network.latency_s == Approx(150e-6 - 2 * 2e-6).epsilon(0.01));
+
+  // The tables out: the alpha-beta ring on two tiers gives back what was measured.
+  p.collectives.clear();
+  const hardware::Cluster two_nodes = hardware::make_cluster(p, 4, 2);
+  const hardware::Cluster one_node = hardware::make_cluster(p, 2, 1);
+  for (double bytes : {1e3, 1e6, 1e8}) {
+    INFO(bytes << " B");
+    const hardware::CollectiveCost x =
+        hardware::collective_cost(two_nodes, Collective::kAllGather, bytes);
+    CHECK(x.link == hardware::Link::kNetwork);
+    CHECK(x.latency_s + x.transfer_s == Approx(150e-6 + bytes / 0.1e9).epsilon(0.01));
+    const hardware::CollectiveCost y =
+        hardware::collective_cost(one_node, Collective::kAllReduce, bytes);
+    CHECK(y.latency_s + y.transfer_s == Approx(4e-6 + bytes / 4e9).epsilon(0.01));
+  }
 }
 
 TEST_CASE("the report prints every table", "[calibrate]") {
