@@ -119,7 +119,9 @@ struct FieldHasher {
 SizesInputs sizes_inputs(int dp, const DsConfig& config) {
   const ZeroConfig& z = config.zero;
   SizesInputs in;
-  in.dp = dp;
+  // MiCS partitions the states over each shard (mics.py MiCS_Optimizer: partition_count is the
+  // shard size), not over every rank.
+  in.dp = z.mics() ? static_cast<int>(z.mics_shard_size) : dp;
   in.precision = config.precision;
   in.grad_accum_dtype = config.grad_accum_dtype;
   in.stage = z.stage;
