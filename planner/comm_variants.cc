@@ -81,12 +81,16 @@ std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& ba
 void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s) {
   if (problem.cluster.nodes <= 1) return;
   std::vector<Candidate> variants;
+  std::vector<double> base_speed;  // of each variant's plain config
   size_t bases = 0;
   for (size_t i : s->order) {
     if (!s->evals[i].fits()) break;
     const Candidate& c = s->candidates[i];
     if (c.stage() != 3 || !c.comm.plain()) continue;
-    for (Candidate& v : comm_variants(problem, c)) variants.push_back(v);
+    for (Candidate& v : comm_variants(problem, c)) {
+      variants.push_back(v);
+      base_speed.push_back(s->evals[i].tokens_per_s);
+    }
     if (++bases == kCommVariantBases) break;
   }
   if (variants.empty()) return;
@@ -94,12 +98,17 @@ void add_comm_variants(const Problem& problem, const EvalOptions& options, Searc
   quiet.progress = nullptr;
   SearchStats stats;
   std::vector<Evaluation> evals = evaluate_all(problem, s->space, variants, quiet, &stats);
-  s->candidates.insert(s->candidates.end(), variants.begin(), variants.end());
-  s->evals.insert(s->evals.end(), evals.begin(), evals.end());
-  s->stats.generated += stats.generated;
-  s->stats.pruned += stats.pruned;
-  s->stats.simulated += stats.simulated;
-  s->stats.fitting += stats.fitting;
+  // Only the kept ones count as searched (each was simulated and fits), so that the counts
+  // describe the candidates the result holds; the engine's work counts whole.
+  for (size_t v = 0; v < variants.size(); ++v) {
+    if (evals[v].fits() && evals[v].tokens_per_s > base_speed[v] * (1 + kCommVariantMargin)) {
+      s->candidates.push_back(variants[v]);
+      s->evals.push_back(evals[v]);
+      ++s->stats.generated;
+      ++s->stats.simulated;
+      ++s->stats.fitting;
+    }
+  }
   s->stats.wall_s += stats.wall_s;
   s->stats.graphs_run += stats.graphs_run;
   s->stats.graphs_reused += stats.graphs_reused;

@@ -19,6 +19,11 @@ namespace zplan::planner {
 
 // The best fitting stage-3 configs the variants are tried on.
 inline constexpr size_t kCommVariantBases = 3;
+// A variant is kept (ranked, recommendable) only when it is faster than its plain config by
+// more than this: qwZ and qgZ quantize what is communicated (DeepSpeed's own tests compare them
+// with loose tolerances), hpZ costs a copy of the parameters and MiCS more memory, so a gain
+// within the simulator's resolution is not worth recommending them.
+inline constexpr double kCommVariantMargin = 0.03;
 
 // The ZeRO++ and MiCS variants of a plain stage-3 `base` DeepSpeed accepts on the problem's
 // cluster (empty on one node): hpZ sizes dividing the node's GPUs, each with qwZ and qgZ on or
@@ -27,8 +32,9 @@ inline constexpr size_t kCommVariantBases = 3;
 // optimizer offload (DeepSpeed's MiCS refuses it) or parameter offload (not modelled, as hpZ's).
 std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& base);
 
-// Evaluates the variants of the best fitting plain stage-3 configs of `s` and appends them (to
-// candidates, evals and stats); the caller ranks again. Nothing on one node.
+// Evaluates the variants of the best fitting plain stage-3 configs of `s` and appends those that
+// fit and beat their plain config by more than kCommVariantMargin (to candidates, evals and the
+// counts of stats); the caller ranks again. Nothing on one node.
 void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s);
 
 // Why a ZeRO++ or MiCS candidate `i` does what it does, for the explanation: what each part

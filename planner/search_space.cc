@@ -321,18 +321,23 @@ std::string family_name(const Candidate& c) {
   const int64_t o = c[Knob::kOffloadOptimizer], p = c[Knob::kOffloadParam];
   if (o != kNone) s += std::string(" + ") + kDevice[o] + " optimizer";
   if (p != kNone) s += std::string(" + ") + kDevice[p] + " params";
-  const CommVariant& v = c.comm;
+  if (!c.comm.plain()) s += " + " + comm_variant_words(c.comm);
+  return s;
+}
+
+std::string comm_variant_words(const CommVariant& v) {
   if (v.zeropp()) {
     std::string parts;
     auto part = [&](const std::string& x) { parts += (parts.empty() ? "" : ", ") + x; };
     if (v.hpz > 1) part("hpZ " + std::to_string(v.hpz));
     if (v.qwz) part("qwZ");
     if (v.qgz) part("qgZ");
-    s += " + ZeRO++ (" + parts + ")";
-  } else if (v.mics > 0) {
-    s += " + MiCS (shard " + std::to_string(v.mics) + (v.mics_hier ? ", hierarchical)" : ")");
+    return "ZeRO++ (" + parts + ")";
   }
-  return s;
+  if (v.mics > 0) {
+    return "MiCS (shard " + std::to_string(v.mics) + (v.mics_hier ? ", hierarchical)" : ")");
+  }
+  return "";
 }
 
 std::string short_description(const Candidate& c) {

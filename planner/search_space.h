@@ -137,6 +137,8 @@ struct Candidate {
 // "ZeRO-3 + optimizer->cpu", "ZeRO-2", "ZeRO-3 + optimizer->nvme, params->nvme",
 // "ZeRO-3 + ZeRO++ (hpZ 8, qwZ, qgZ)", "ZeRO-3 + MiCS (shard 16, hierarchical)".
 std::string family_name(const Candidate& c);
+// "ZeRO++ (hpZ 8, qwZ, qgZ)", "MiCS (shard 16, hierarchical)", "" for plain ZeRO.
+std::string comm_variant_words(const CommVariant& v);
 // family_name plus "micro-batch 2 x gas 64, checkpointing" -- the short form used in lines.
 std::string short_description(const Candidate& c);
 
