@@ -115,8 +115,13 @@ void print_csv(std::ostream& out, const planner::SearchResult& s, const std::vec
   out << "rank";
   for (int i = 0; i < sim::kNumKnobs; ++i)
     out << ',' << sim::knob_name(static_cast<Knob>(i));
+  // ZeRO++ / MiCS variants exist only on multi-node clusters (planner/comm_variants.h): their
+  // column too, so that one-node tables keep their form.
+  bool variants = false;
+  for (size_t i : rows) variants = variants || !s.candidates[i].comm.plain();
   out << ",gradient_accumulation_steps,verdict,pareto,step_time_s,samples_per_s,tokens_per_s,"
-         "tflops_per_gpu,mfu,gpu_peak_bytes,host_peak_bytes,nvme_peak_bytes,binds\n";
+         "tflops_per_gpu,mfu,gpu_peak_bytes,host_peak_bytes,nvme_peak_bytes,binds"
+      << (variants ? ",zeropp_mics\n" : "\n");
   size_t rank = 0;
   for (size_t i : rows) {
     const planner::Candidate& c = s.candidates[i];
@@ -134,7 +139,9 @@ void print_csv(std::ostream& out, const planner::SearchResult& s, const std::vec
     }
     out << strformat(",%lld,%lld,%lld,", std::llround(e.peak_bytes[kGpu]),
                      std::llround(e.host_peak_bytes), std::llround(e.peak_bytes[kNvme]))
-        << csv_quote(e.simulated ? planner::what_binds(e) : "") << '\n';
+        << csv_quote(e.simulated ? planner::what_binds(e) : "");
+    if (variants) out << ',' << csv_quote(planner::comm_variant_words(c.comm));
+    out << '\n';
   }
 }
 
@@ -156,6 +163,7 @@ nlohmann::json row_json(const planner::SearchResult& s, size_t i, bool on_front,
     }
   }
   k["gradient_accumulation_steps"] = c.gas;
+  if (!c.comm.plain()) k["zeropp_mics"] = planner::comm_variant_words(c.comm);
   j["knobs"] = k;
   j["verdict"] = planner::verdict_name(e.verdict);
   j["pareto"] = on_front;

@@ -7,6 +7,7 @@
 #include "models/catalog.h"
 #include "base/input_error.h"
 #include "sim/knobs.h"
+#include "sim/zeropp_mics.h"
 #include "sim/swap_buffers.h"
 
 namespace zplan::cli {
@@ -300,6 +301,10 @@ Setup resolve_setup(const SetupOptions& o) {
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   check_param_swap_buffers(o, model, cluster.gpus, config, notes);
+  sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);
+  if (std::string note = sim::zeropp_mics_note(config.zero, cluster); !note.empty()) {
+    notes.push_back(note);
+  }
   if (!o.ds_config.empty()) {
     check_precision_runs(config.precision, cluster.profile.gpu,
                          json_location(o.ds_config, "/bf16"));

@@ -1,5 +1,7 @@
 #include "planner/plan.h"
 
+#include "planner/comm_variants.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -158,6 +160,9 @@ SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const 
     throw InputError("--stage", "the lists leave no valid configuration to evaluate");
   }
   s.evals = evaluate_all(problem, s.space, s.candidates, options, &s.stats);
+  // ZeRO++ and MiCS variants of the best stage-3 configs, on multi-node clusters.
+  s.order = rank_order(s.evals);
+  add_comm_variants(problem, options, &s);
   s.order = rank_order(s.evals);
   s.pareto = pareto_front(s.evals);
   return s;
@@ -250,6 +255,7 @@ std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w)
                       family_name(s.candidates[s.order[0]]).c_str(),
                       100 * (s.evals[s.order[0]].tokens_per_s / e.tokens_per_s - 1));
   }
+  if (std::string comm = comm_variant_reason(problem, s, w); !comm.empty()) line += "; " + comm;
   const double cap = problem.cluster.profile.gpu.memory_bytes;
   line += strformat("; GPU peak %s of %s (%s free)", gib(e.peak_bytes[kGpu]).c_str(),
                     gib(cap).c_str(), gib(cap - e.peak_bytes[kGpu]).c_str());

@@ -311,7 +311,8 @@ int Candidate::offload_level() const {
 }
 int Candidate::family() const {
   return static_cast<int>(v[index(Knob::kStage)] * 9 + v[index(Knob::kOffloadOptimizer)] * 3 +
-                          v[index(Knob::kOffloadParam)]);
+                          v[index(Knob::kOffloadParam)]) +
+         36 * comm.family();
 }
 
 std::string family_name(const Candidate& c) {
@@ -320,7 +321,23 @@ std::string family_name(const Candidate& c) {
   const int64_t o = c[Knob::kOffloadOptimizer], p = c[Knob::kOffloadParam];
   if (o != kNone) s += std::string(" + ") + kDevice[o] + " optimizer";
   if (p != kNone) s += std::string(" + ") + kDevice[p] + " params";
+  if (!c.comm.plain()) s += " + " + comm_variant_words(c.comm);
   return s;
+}
+
+std::string comm_variant_words(const CommVariant& v) {
+  if (v.zeropp()) {
+    std::string parts;
+    auto part = [&](const std::string& x) { parts += (parts.empty() ? "" : ", ") + x; };
+    if (v.hpz > 1) part("hpZ " + std::to_string(v.hpz));
+    if (v.qwz) part("qwZ");
+    if (v.qgz) part("qgZ");
+    return "ZeRO++ (" + parts + ")";
+  }
+  if (v.mics > 0) {
+    return "MiCS (shard " + std::to_string(v.mics) + (v.mics_hier ? ", hierarchical)" : ")");
+  }
+  return "";
 }
 
 std::string short_description(const Candidate& c) {
@@ -433,6 +450,11 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   z.param_persistence_threshold = c[Knob::kPersistenceThreshold];
   z.sub_group_size = c[Knob::kSubGroupSize];
   z.contiguous_gradients = true;  // DeepSpeed's default, and forced with stage 1/2 offload
+  z.hpz_partition_size = c.comm.hpz;
+  z.quantized_weights = c.comm.qwz;
+  z.quantized_gradients = c.comm.qgz;
+  z.mics_shard_size = c.comm.mics;
+  z.mics_hierarchical_params_gather = c.comm.mics_hier;
   d.micro_batch = c[Knob::kMicroBatch];
   d.gradient_accumulation_steps = c.gas;
   d.train_batch_size = c[Knob::kMicroBatch] * c.gas * problem.cluster.gpus;

@@ -102,9 +102,26 @@ struct SearchSpace {
 SearchSpace resolve_search_space(const Problem& problem, const KnobRequest& knobs,
                                  const BatchRequest& batch);
 
+// ZeRO++ and MiCS settings of a stage-3 candidate. They are not knobs of the grid: the planner
+// tries them as variants of its best stage-3 configs on multi-node clusters
+// (planner/comm_variants.h).
+struct CommVariant {
+  int64_t hpz = 1;         // zero_hpz_partition_size
+  bool qwz = false;        // zero_quantized_weights
+  bool qgz = false;        // zero_quantized_gradients
+  int64_t mics = -1;       // mics_shard_size
+  bool mics_hier = false;  // mics_hierarchical_params_gather
+  bool zeropp() const { return hpz > 1 || qwz || qgz; }
+  bool plain() const { return !zeropp() && mics <= 0; }
+  // 0: plain ZeRO, 1: ZeRO++, 2: MiCS.
+  int family() const { return mics > 0 ? 2 : zeropp() ? 1 : 0; }
+  bool operator==(const CommVariant&) const = default;
+};
+
 struct Candidate {
   std::array<int64_t, kNumKnobs> v{};
   int64_t gas = 1;
+  CommVariant comm;
 
   int64_t operator[](Knob k) const { return v[index(k)]; }
   int stage() const { return static_cast<int>(v[index(Knob::kStage)]); }
@@ -112,13 +129,16 @@ struct Candidate {
   sim::OffloadDevice offload_param() const;
   // 0: nothing offloaded, 1: something offloaded to CPU memory, 2: something to NVMe.
   int offload_level() const;
-  // (stage, offload_optimizer, offload_param) as one number: configs of one family differ only
-  // in batch split, checkpointing and tuning knobs.
+  // (stage, offload_optimizer, offload_param, plain / ZeRO++ / MiCS) as one number: configs of
+  // one family differ only in batch split, checkpointing and tuning knobs.
   int family() const;
 };
 
-// "ZeRO-3 + optimizer->cpu", "ZeRO-2", "ZeRO-3 + optimizer->nvme, params->nvme".
+// "ZeRO-3 + optimizer->cpu", "ZeRO-2", "ZeRO-3 + optimizer->nvme, params->nvme",
+// "ZeRO-3 + ZeRO++ (hpZ 8, qwZ, qgZ)", "ZeRO-3 + MiCS (shard 16, hierarchical)".
 std::string family_name(const Candidate& c);
+// "ZeRO++ (hpZ 8, qwZ, qgZ)", "MiCS (shard 16, hierarchical)", "" for plain ZeRO.
+std::string comm_variant_words(const CommVariant& v);
 // family_name plus "micro-batch 2 x gas 64, checkpointing" -- the short form used in lines.
 std::string short_description(const Candidate& c);
 

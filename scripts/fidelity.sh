@@ -80,10 +80,12 @@ if sys.argv[6] == "1":
             z = c["ds_config"]["zero_optimization"]
             off = [k.split("_")[1] + " " + z[k]["device"] for k in ("offload_optimizer", "offload_param")
                    if z.get(k, {}).get("device", "none") != "none"]
+            zpp = ["%s %s" % (k, json.dumps(z[k])) for k in ("zero_hpz_partition_size", "zero_quantized_weights",
+                    "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather") if k in z]
             run = "%s on %d x %s%s (%d node%s), ZeRO-%d%s, seq %d, micro-batch %d x GAS %d = %d, %s, checkpointing %s, %s" % (
                 c["model"].split("/")[-1], c["gpus"], c["hw"],
                 "" if not c.get("hw_overrides") else " (profile overrides: " + ", ".join("%s = %s" % kv for kv in c["hw_overrides"].items()) + ")",
-                c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], (", offload " + ", ".join(off)) if off else "",
+                c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], ((", offload " + ", ".join(off)) if off else "") + "".join(", " + x for x in zpp),
                 c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
                 "flash attention" if c["flash_attention"] else "no fused attention")
             comp = "; ".join(
@@ -198,7 +200,26 @@ with tempfile.TemporaryDirectory() as tmp:
                     bottleneck=r.get("bottleneck", ""), bound=r.get("bound", ""))
         if not c["measured"]:
             rows.append(dict(base, kind="verdict", measured=None, predicted=None, err=None))
+        z = c["ds_config"]["zero_optimization"]
+        if z.get("mics_shard_size", -1) > 0:
+            cfg += "+mics%d" % z["mics_shard_size"]
+        zpp = [n for k, n in (("zero_hpz_partition_size", "hpz"), ("zero_quantized_weights", "qwz"),
+                              ("zero_quantized_gradients", "qgz"))
+               if z.get(k) is True or (type(z.get(k)) is int and z.get(k) > 1)]
+        if zpp:
+            cfg += "+" + "+".join(zpp)
+        base["cfg"] = cfg
         for m in c["measured"]:
+            if m["kind"] == "speedup":
+                # A published ratio: this config's throughput over the same run with the
+                # baseline ds_config (plain ZeRO-3), both simulated.
+                rb, _, errb = run_case(dict(c, id=c["id"] + "-baseline", ds_config=m["baseline_ds_config"]), tmp)
+                if rb is None:
+                    failures.append((c["id"] + " (baseline)", errb[0]))
+                    continue
+                p = r["samples_per_s"] / rb["samples_per_s"]
+                rows.append(dict(base, kind="speedup", measured=m["value"], predicted=p, err=p / m["value"] - 1.0))
+                continue
             p = predict(m, c, r, prof)
             rows.append(dict(base, kind=m["kind"] + ("(" + m["metric"] + ")" if m["kind"] == "peak_memory" else ""),
                              measured=m["value"], predicted=p, err=error(m, p)))
@@ -227,6 +248,7 @@ def summary(label, errs):
 
 thr = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"] in THROUGHPUT]
 mem = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"].startswith("peak_memory")]
+ratios = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"] == "speedup"]
 verdicts = {}
 for r in rows:
     verdicts[r["id"]] = (r["verdict"], "fits" if r["pred_fits"] else "oom")
@@ -246,6 +268,7 @@ if markdown:
     out.append("")
     out.append("- " + summary("Throughput", thr))
     out.append("- " + summary("Memory", mem))
+    out.append("- " + summary("Speed-up ratios (ZeRO++ / MiCS over ZeRO-3)", ratios))
     out.append("- Verdicts: %d of %d right%s" % (len(verdicts) - len(wrong), len(verdicts),
                "; wrong: " + ", ".join("%s (measured %s, zplan %s)" % (i, v[0], v[1]) for i, v in wrong) if wrong else ""))
     out.append("- %d cases, %d figures, %d sources" % (len(verdicts), len(thr) + len(mem), len(sources)))
@@ -284,6 +307,7 @@ else:
     out.append("")
     out.append(summary("Throughput", thr))
     out.append(summary("Memory", mem))
+    out.append(summary("Speed-up ratios (ZeRO++ / MiCS over ZeRO-3)", ratios))
     out.append("Verdicts: %d of %d right" % (len(verdicts) - len(wrong), len(verdicts)))
     for i, v in wrong:
         out.append("  wrong: %s (measured %s, zplan %s)" % (i, v[0], v[1]))

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "sim/swap_buffers.h"
+#include "sim/zeropp_mics.h"
 
 namespace zplan::sim {
 
@@ -302,6 +303,14 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   gpu[Category::kOptimizerStates] = 8 * gpu_opt_part;
   gpu[Category::kBuckets] = p * s.bucket;  // one IPG buffer, not doubled by overlap_comm (item 5)
   gpu[Category::kGatheredParams] = p * s.persistent;
+  // ZeRO++ hpZ: every non-persistent parameter's secondary partition, 1/hpz of it in the model
+  // dtype, made when a gather is released and kept until step() ends
+  // (partition_parameters.py _partition_param_sec, stage3.py invalidate_secondary_tensor).
+  // offload_param would put it on the host; that combination is refused.
+  if (z.hpz()) {
+    gpu[Category::kParams16] +=
+        p * s.non_persistent / std::min<double>(z.hpz_partition_size, cluster.gpus);
+  }
   if (opt.device == OffloadDevice::kNone) {
     gpu[Category::kGrads] = a * P;  // grad_partitions_flat_buffer (item 6)
   } else {
@@ -353,7 +362,13 @@ class PhaseWalk {
         n_layers_(layers_.size()),
         act_tier_(acts.checkpoints_on_host ? kHost : kGpu),
         ckpt_cat_(config.activation_checkpointing.enabled ? Category::kCheckpoints
-                                                          : Category::kActivations) {}
+                                                          : Category::kActivations),
+        groups_(zero_groups(z_, cluster)),
+        // gathered_live counts ZeRO-3's flat gather output as a second copy of the largest
+        // fetch; ZeRO++ qwZ and MiCS hold other transients (gather_transient_bytes).
+        gather_adjust_(z_.stage == 3 ? gather_transient_bytes(z_, groups_, p_, s.largest_fetch) -
+                                           p_ * s.largest_fetch
+                                     : 0) {}
 
   const std::array<MemoryBreakdown, kNumTiers>& base() const { return base_; }
 
@@ -409,6 +424,8 @@ class PhaseWalk {
   const size_t n_layers_;
   const int act_tier_;
   const Category ckpt_cat_;
+  const ZeroGroups groups_;
+  const double gather_adjust_;
 };
 
 PhaseMemory PhaseWalk::forward_peak() const {
@@ -426,7 +443,9 @@ PhaseMemory PhaseWalk::forward_peak() const {
     // while it runs (extra = stored + workspace); others keep theirs.
     pm[Tier::kGpu][Category::kActivations] +=
         is_ckpt(i) ? acts.extra[i] : acts.kept[i] + acts.extra[i];
-    if (z.stage == 3) pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false);
+    if (z.stage == 3) {
+      pm[Tier::kGpu][Category::kGatheredParams] += p * gathered_live(s, z, false) + gather_adjust_;
+    }
     keep_max(best, pm, i == 0);
     (is_ckpt(i) ? kept_ckpt : kept_plain) += acts.kept[i];
   }
@@ -502,8 +521,9 @@ void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_nu
         largest_module = std::max(largest_module, static_cast<double>(m.numel()));
       }
       g[Category::kGrads] += p * largest_module;
-      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);
-      g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers_);
+      g[Category::kBuckets] +=
+          reduce_transient_bytes(groups_, p, std::min(s.bucket, s.psi), s.largest_param);
+      g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers_) + gather_adjust_;
       break;
     }
   }

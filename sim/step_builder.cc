@@ -45,6 +45,7 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
   // Roughly: compute and gathers per piece in forward and backward, plus buckets.
   expected_tasks_ = 6 * pieces_.size() + 64;
+  groups_ = zero_groups(config_.zero, cluster);
 }
 
 std::vector<std::pair<int, int>> StepBuilder::distinct_micro_steps() const {
@@ -52,7 +53,12 @@ std::vector<std::pair<int, int>> StepBuilder::distinct_micro_steps() const {
   const ZeroConfig& z = config_.zero;
   // Stage 3 without optimizer offload does the same in every micro-step: gradients are reduce-
   // scattered and added into a buffer that always exists.
-  if (z.stage == 3 && z.offload_optimizer.device == OffloadDevice::kNone) return {{gas - 1, gas}};
+  // Not so with hpZ (the first micro-step's forward gathers across the world, later ones from
+  // the secondary partition) or MiCS (the replica all-reduce runs at the boundary only).
+  if (z.stage == 3 && z.offload_optimizer.device == OffloadDevice::kNone && !z.hpz() &&
+      !z.mics()) {
+    return {{gas - 1, gas}};
+  }
   if (gas == 1) return {{0, 1}};
   if (gas == 2) return {{0, 1}, {1, 1}};
   // Stages 0 and 1 reduce only at the boundary; the first micro-step runs the same tasks as the
@@ -420,8 +426,13 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   // _post_step: persistent parameters are gathered again (ref §2.2 item 9).
   if (sizes_.persistent > 0 && cluster_.gpus > 1) {
     Resource stream = z.overlap_comm ? Resource::kGatherStream : Resource::kCompute;
-    step_task(c, collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
-                              p * sizes_.persistent),
+    // Over the partition group: the MiCS shard's (mics.py MiCS_Init attaches it to every
+    // parameter), else every rank.
+    step_task(c,
+              z.mics() ? group_task(TaskKind::kAllGather, stream, Collective::kAllGather,
+                                    p * sizes_.persistent, groups_.partition)
+                       : collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
+                                         p * sizes_.persistent),
               -1, last);
   }
 }

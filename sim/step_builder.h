@@ -33,9 +33,12 @@
 #include "sim/step_costs.h"
 #include "sim/step_graph.h"
 #include "sim/step_inputs.h"
+#include "sim/zeropp_mics.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim {
+
+struct PendingBucket;
 
 class StepBuilder {
  public:
@@ -110,6 +113,23 @@ class StepBuilder {
   // The fused Adam of the optimizer step on the device over `elems` parameters, with or without
   // writing the updated parameters back to the model's copy.
   Task gpu_adam_task(double elems, bool copy_back) const;
+  // Stage 3's collectives with ZeRO++ and MiCS (step_builder_zeropp.cc). A parameter gather of
+  // `fetch` elements -- from hpZ's secondary partition when `secondary` -- as the tasks to place
+  // one after the other on `stream`, their copy and (de)quantize kernels counted in.
+  std::vector<Task> param_gather_tasks(Resource stream, double fetch, bool secondary) const;
+  // A gradient bucket's reduction, likewise; tasks[reduced] is the one after which the rank's
+  // partition of the bucket is reduced (MiCS all-reduces it across replicas after that, at the
+  // accumulation boundary).
+  struct ReducePlan {
+    std::vector<Task> tasks;
+    size_t reduced = 0;
+  };
+  ReducePlan grad_reduce_tasks(Resource stream, const PendingBucket& bucket, bool boundary) const;
+  // Collective `op` of `bytes` inside `group` (the world's goes through collective_task).
+  Task group_task(TaskKind kind, Resource resource, hardware::Collective op, double bytes,
+                  CommGroup group) const;
+  // Elements at or below which a gradient counts as a vector for qgZ (PendingBucket::vectors).
+  double qgz_vector_limit() const;
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;
@@ -135,6 +155,14 @@ class StepBuilder {
     hardware::CollectiveCost cost;
   };
   mutable std::vector<CostEntry> cost_cache_;
+  ZeroGroups groups_;  // ZeRO++ / MiCS communicators (sim/zeropp_mics.h)
+  struct GroupCostEntry {
+    hardware::Collective op;
+    double bytes;
+    int ranks, nodes;
+    hardware::CollectiveCost cost;
+  };
+  mutable std::vector<GroupCostEntry> group_cost_cache_;
 };
 
 }  // namespace zplan::sim

@@ -37,6 +37,11 @@ struct PendingBucket {
   double elems = 0;
   TaskId first_filler = kNoTaskId;  // the backward task that put its first gradient in
   TaskId closer = kNoTaskId;        // the task whose gradient overflowed it (it is reduced then)
+  int tensors = 0;                  // gradients (parameter tensors) in it
+  // Of those, the vectors (biases, norm weights: at most the Bucketer's vector_limit elements)
+  // and their elements: qgZ reduce-scatters them one by one instead of its all-to-all.
+  int vectors = 0;
+  double vector_elems = 0;
 };
 
 // Fills reduce_bucket_size buckets with gradients in the order backward produces them, as the
@@ -45,7 +50,8 @@ struct PendingBucket {
 // reference/deepspeed_internals.md §2.1 item 4).
 class Bucketer {
  public:
-  explicit Bucketer(double capacity) : capacity_(capacity) {}
+  explicit Bucketer(double capacity, double vector_limit = 0)
+      : capacity_(capacity), vector_limit_(vector_limit) {}
 
   template <typename OnFull>
   void add(double elems, TaskId producer, OnFull on_full) {
@@ -53,6 +59,7 @@ class Bucketer {
     if (cur_.elems > 0 && cur_.elems + elems > capacity_) close(producer, on_full);
     if (elems > capacity_) {
       PendingBucket big{next_index_++, elems, producer, producer};
+      count(big, elems);
       started_.push_back(big);
       on_full(big);
       return;
@@ -63,6 +70,7 @@ class Bucketer {
       started_.push_back(cur_);
     }
     cur_.elems += elems;
+    count(cur_, elems);
     last_producer_ = producer;
   }
 
@@ -88,7 +96,16 @@ class Bucketer {
     on_full(full);
   }
 
+  void count(PendingBucket& b, double elems) const {
+    ++b.tensors;
+    if (elems <= vector_limit_) {
+      ++b.vectors;
+      b.vector_elems += elems;
+    }
+  }
+
   double capacity_;
+  double vector_limit_;
   PendingBucket cur_;
   int next_index_ = 0;
   TaskId last_producer_ = kNoTaskId;

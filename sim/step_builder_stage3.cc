@@ -92,6 +92,8 @@ class StepBuilder::Stage3Pass {
   std::vector<size_t> gather_use_;  // consumer use of each gather, in order
   std::vector<double> gather_elems_;
   std::vector<TaskId> available_;  // module -> gather holding it
+  // hpZ: module -> released once in this micro-step, so that it has a secondary partition.
+  std::vector<bool> released_;
   Bucketer bucketer_;
   std::vector<TaskId> bucket_copy_;  // the interleave copy of each bucket (frees the IPG buffer)
 };
@@ -102,7 +104,7 @@ StepBuilder::Stage3Pass::Stage3Pass(const StepBuilder& builder, Ctx& c)
       z_(builder.config_.zero),
       p_(builder.sizes_.param_bytes),
       a_(builder.sizes_.grad_accum_bytes),
-      n_(builder.cluster_.gpus),
+      n_(builder.sizes_.dp),  // the partition group: every rank, or the MiCS shard
       offload_(z_.offload_optimizer.device != OffloadDevice::kNone),
       param_dev_(z_.offload_param.device),
       ag_stream_(z_.overlap_comm ? Resource::kGatherStream : Resource::kCompute),
@@ -110,7 +112,9 @@ StepBuilder::Stage3Pass::Stage3Pass(const StepBuilder& builder, Ctx& c)
       window_(std::min(static_cast<double>(z_.prefetch_bucket_size),
                        static_cast<double>(z_.max_live_parameters))),
       available_(builder.module_count_, kNoTaskId),
-      bucketer_(builder.sizes_.bucket) {}
+      released_(builder.module_count_, false),
+      bucketer_(builder.sizes_.bucket,
+                builder.groups_.qgz ? builder.qgz_vector_limit() : 0.0) {}
 
 void StepBuilder::Stage3Pass::run() {
   plan_uses();
@@ -202,18 +206,23 @@ TaskId StepBuilder::Stage3Pass::issue_gather(size_t u) {
   gather_elems_.push_back(use.fetch);
   const double part_bytes = p_ * use.fetch / n_;
   TaskId before = fetch_partition(pc, part_bytes, issue_after);
-  Task ag = sb_.collective_task(TaskKind::kAllGather, ag_stream_,
-                                hardware::Collective::kAllGather, p_ * use.fetch);
-  // Two copies on the gather stream, each a read and a write: this rank's partition into the
-  // flat buffer before the gather and the per-parameter torch.cat out of it after (ref §2.2
-  // item 8). Memory-bound kernels, counted into the task as fixed time.
-  ag.latency_s +=
-      hardware::memory_bound_time_s(sb_.cluster_.profile.gpu, 2 * (part_bytes + p_ * use.fetch));
-  TaskId gather = sb_.place(c_, ag, pc.layer, pc.fetch_module, before);
-  // The flat gather output plus the per-parameter torch.cat copy; the flat one is dropped when
-  // the gather completes (ref §2.2 item 8).
-  c_.g->effect(gather, false, gpu, Category::kGatheredParams, 2 * p_ * use.fetch);
-  c_.g->effect(gather, true, gpu, Category::kGatheredParams, -p_ * use.fetch);
+  // The all-gather with its copies (ZeRO-3: this rank's partition into the flat buffer before
+  // it and the per-parameter torch.cat out of it after, ref §2.2 item 8), or ZeRO++'s and
+  // MiCS's forms of it (step_builder_zeropp.cc). ZeRO++ hpZ: a module gathered and released
+  // before in this step has its secondary partition (made on release, kept until step()
+  // ends), and the gather runs inside the hpZ group (partition_parameters.py
+  // all_gather_coalesced, use_secondary_tensor).
+  const bool secondary = z_.hpz() && (!c_.first || released_[use.module_key]);
+  TaskId first = kNoTaskId, gather = before;
+  for (const Task& t : sb_.param_gather_tasks(ag_stream_, use.fetch, secondary)) {
+    gather = sb_.place(c_, t, pc.layer, pc.fetch_module, gather);
+    if (first == kNoTaskId) first = gather;
+  }
+  // The gathered parameters and the gather's own buffers (the flat output of ZeRO-3, dropped
+  // when the gather completes), gather_transient_bytes.
+  const double transient = gather_transient_bytes(z_, sb_.groups_, p_, use.fetch);
+  c_.g->effect(first, false, gpu, Category::kGatheredParams, p_ * use.fetch + transient);
+  c_.g->effect(gather, true, gpu, Category::kGatheredParams, -transient);
   if (param_dev_ != OffloadDevice::kNone) {
     c_.g->effect(gather, true, gpu, Category::kGatheredParams, -part_bytes);
   }
@@ -268,6 +277,7 @@ void StepBuilder::Stage3Pass::add_use(size_t u, TaskId gather) {
   if (use.fetch > 0 && !keep_after_[u]) {
     c_.g->effect(t, true, Tier::kGpu, Category::kGatheredParams, -p_ * use.fetch);
     available_[use.module_key] = kNoTaskId;
+    released_[use.module_key] = true;
   }
 }
 
@@ -296,31 +306,29 @@ void StepBuilder::Stage3Pass::reduce_bucket(const PendingBucket& bucket) {
   // (ref §2.2 item 10); it frees the single IPG buffer for the next bucket.
   TaskId ct = sb_.place(c_, sb_.memory_task(TaskKind::kBucketCopy, rs_stream_, 2 * bytes), -1,
                         bucket.index, bucket.closer);
-  c_.g->effect(ct, false, gpu, Category::kBuckets, bytes);
+  // The interleaved copy, or qgZ's int4 buffers (reduce_transient_bytes).
+  const double transient =
+      reduce_transient_bytes(sb_.groups_, p_, bucket.elems, sb_.sizes_.largest_param);
+  c_.g->effect(ct, false, gpu, Category::kBuckets, transient);
   if (bucket_copy_.size() <= static_cast<size_t>(bucket.index)) {
     bucket_copy_.resize(bucket.index + 1, kNoTaskId);
   }
   bucket_copy_[bucket.index] = ct;
-  // With "reduce_scatter": false and contiguous gradients, a bucket no larger than
-  // reduce_bucket_size is all-reduced whole and each rank keeps its slices
-  // (__reduce_and_partition_ipg_grads -> __avg_scatter_contiguous_grads, stage3.py; ref §4.2):
-  // twice the bytes on the wire. Otherwise __avg_scatter_grads reduce-scatters it.
-  const bool all_reduce =
-      !z_.reduce_scatter && z_.contiguous_gradients && bucket.elems <= sb_.sizes_.bucket;
-  Task rs = all_reduce ? sb_.collective_task(TaskKind::kAllReduce, rs_stream_,
-                                             hardware::Collective::kAllReduce, bytes)
-                       : sb_.collective_task(TaskKind::kReduceScatter, rs_stream_,
-                                             hardware::Collective::kReduceScatter, bytes);
+  // The reduce-scatter (or the all-reduce of "reduce_scatter": false, qgZ's all-to-alls, MiCS's shard reduce-scatter and replica
+  // all-reduce: step_builder_zeropp.cc).
+  StepBuilder::ReducePlan plan = sb_.grad_reduce_tasks(rs_stream_, bucket, c_.boundary);
   const double slice = bucket.elems / n_;
   if (!offload_) {
     // The reduced partition is added into grad_partitions_flat_buffer (read both, write one: 3
     // passes; the first micro-step copies instead, 2 passes -- a difference below this model's
     // resolution, ignored so that every micro-step but the last has the same tasks). A short
     // kernel on the same stream, counted into this task.
-    rs.latency_s += hardware::memory_bound_time_s(sb_.cluster_.profile.gpu, 3 * a_ * slice);
+    plan.tasks[plan.reduced].latency_s +=
+        hardware::memory_bound_time_s(sb_.cluster_.profile.gpu, 3 * a_ * slice);
   }
-  TaskId rt = sb_.place(c_, rs, -1, bucket.index, kNoTaskId);
-  c_.g->effect(rt, true, gpu, Category::kBuckets, -bytes);
+  TaskId rt = kNoTaskId;
+  for (const Task& t : plan.tasks) rt = sb_.place(c_, t, -1, bucket.index, rt);
+  c_.g->effect(rt, true, gpu, Category::kBuckets, -transient);
   c_.last_reduction = rt;
   if (offload_) offload_gradients(bucket, rt);
 }

@@ -45,12 +45,14 @@ void visit(const ZeroConfig& s, F& f) {
                use_multi_rank_bucket_allreduce, allgather_bucket_size, overlap_comm,
                round_robin_gradients, offload_param, offload_optimizer, sub_group_size,
                prefetch_bucket_size, param_persistence_threshold, model_persistence_threshold,
-               max_live_parameters, max_reuse_distance, other] = s;
+               max_live_parameters, max_reuse_distance, hpz_partition_size, quantized_weights,
+               quantized_gradients, mics_shard_size, mics_hierarchical_params_gather, other] = s;
   f(stage), f(contiguous_gradients), f(reduce_scatter), f(reduce_bucket_size);
   f(use_multi_rank_bucket_allreduce), f(allgather_bucket_size), f(overlap_comm);
   f(round_robin_gradients), f(offload_param), f(offload_optimizer), f(sub_group_size);
   f(prefetch_bucket_size), f(param_persistence_threshold), f(model_persistence_threshold);
-  f(max_live_parameters), f(max_reuse_distance), f(other);
+  f(max_live_parameters), f(max_reuse_distance), f(hpz_partition_size), f(quantized_weights);
+  f(quantized_gradients), f(mics_shard_size), f(mics_hierarchical_params_gather), f(other);
 }
 
 template <typename F>
@@ -117,7 +119,9 @@ struct FieldHasher {
 SizesInputs sizes_inputs(int dp, const DsConfig& config) {
   const ZeroConfig& z = config.zero;
   SizesInputs in;
-  in.dp = dp;
+  // MiCS partitions the states over each shard (mics.py MiCS_Optimizer: partition_count is the
+  // shard size), not over every rank.
+  in.dp = z.mics() ? static_cast<int>(z.mics_shard_size) : dp;
   in.precision = config.precision;
   in.grad_accum_dtype = config.grad_accum_dtype;
   in.stage = z.stage;
@@ -146,6 +150,11 @@ StepInputs step_inputs(const DsConfig& config, const Workload& workload, const Z
   }
   z.prefetch_bucket_size = window;
   z.max_live_parameters = window;
+  // ZeRO++ and MiCS are read by stage 3 only, and their off values are all alike.
+  if (!z.hpz()) z.hpz_partition_size = 1;
+  if (!z.mics()) z.mics_shard_size = -1;
+  if (!z.mics()) z.mics_hierarchical_params_gather = false;
+  if (z.stage != 3) z.quantized_weights = z.quantized_gradients = false;
   return in;
 }
 

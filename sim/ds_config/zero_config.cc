@@ -478,6 +478,7 @@ void check_config(const DsConfig& c, int dp, const Locator& loc) {
   if (dp < 1)
     loc.fail("", "the data-parallel world size must be at least 1, got " + std::to_string(dp));
   internal::check_zero_optimization(c.zero, loc);
+  internal::check_zeropp_mics(c.zero, dp, loc);
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0) loc.fail(std::string("/") + key, "must be positive, got " + std::to_string(v));
   };

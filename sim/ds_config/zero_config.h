@@ -90,6 +90,27 @@ struct ZeroConfig {
   int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
   int64_t max_live_parameters = 1'000'000'000;  // stage3_max_live_parameters
   int64_t max_reuse_distance = 1'000'000'000;   // stage3_max_reuse_distance
+  // ZeRO++ and MiCS, read by stage 3 only (ignored at stages 0-2, as DeepSpeed does).
+  // zero_hpz_partition_size: ranks of each hpZ group (consecutive ranks, groups.py
+  // _create_zero_param_parallel_group); > 1 keeps a secondary 16-bit partition of 1/hpz of every
+  // parameter on each rank, made after the forward gather, so that backward gathers inside the
+  // group (partition_parameters.py _partition_param_sec). 0 and 1 mean off.
+  int64_t hpz_partition_size = 1;
+  // zero_quantized_weights (qwZ): parameter all-gathers move block-quantized int8 plus fp32
+  // scales (partition_parameters.py _all_gather_coalesced, CUDAQuantizer).
+  bool quantized_weights = false;
+  // zero_quantized_gradients (qgZ): on more than one node, gradients are reduced by two int4
+  // all-to-alls, intra- then inter-node (coalesced_collectives.py all_to_all_quant_reduce).
+  bool quantized_gradients = false;
+  // mics_shard_size: > 0 partitions the states over shard groups of that many consecutive ranks
+  // and all-reduces gradients across the replica groups at the accumulation boundary
+  // (zero/mics.py, mics_utils.py); <= 0 means off (default -1).
+  int64_t mics_shard_size = -1;
+  // mics_hierarchical_params_gather: the shard group's all-gather in two hops, inter-node then
+  // intra-node (mics.py _hierarchical_all_gather_params); needs a shard spanning > 1 node.
+  bool mics_hierarchical_params_gather = false;
+  bool hpz() const { return stage == 3 && hpz_partition_size > 1; }
+  bool mics() const { return stage == 3 && mics_shard_size > 0; }
   // Accepted keys zplan does not model (load_from_fp32_weights, elastic_checkpoint, ...), kept
   // so that a config read and written back loses nothing.
   nlohmann::json other = nlohmann::json::object();

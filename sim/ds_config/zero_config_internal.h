@@ -152,8 +152,13 @@ void check_zero_optimization(const ZeroConfig& zero, const Locator& locator);
 void check_zero_other(const ZeroConfig& zero, const Locator& locator);
 bool uses_nvme(const ZeroConfig& zero);
 // Throws for a file's stage-3 feature that would change memory or traffic but that zplan does not
-// model (MiCS, ZeRO++ hpZ and quantized communication), rather than predicting plain ZeRO-3.
+// model (ZenFlow, SuperOffload, int8-stored frozen weights), rather than predicting plain ZeRO-3.
 void reject_unmodeled_zero_features(const ZeroConfig& zero, const Locator& locator);
+// ZeRO++ (hpZ, qwZ, qgZ) and MiCS against the data-parallel world: what DeepSpeed 0.19 asserts
+// or raises at engine set-up, and the combinations zplan does not model. The checks that need
+// the node size (hpZ or a hierarchical MiCS gather across nodes) are the simulator's
+// (sim/zeropp_mics.h).
+void check_zeropp_mics(const ZeroConfig& zero, int dp_world_size, const Locator& locator);
 
 }  // namespace zplan::sim::internal
 

@@ -71,13 +71,13 @@ constexpr ZeroKey kZeroKeys[] = {
     {"ignore_unused_parameters", "", Kind::kBool},
     {"legacy_stage1", "", Kind::kBool},
     {"round_robin_gradients", "", Kind::kModeled},
-    {"zero_hpz_partition_size", "", Kind::kNonNegativeInt},
-    {"zero_quantized_weights", "", Kind::kBool},
+    {"zero_hpz_partition_size", "", Kind::kModeled},
+    {"zero_quantized_weights", "", Kind::kModeled},
     {"zero_quantized_nontrainable_weights", "", Kind::kBool},
-    {"zero_quantized_gradients", "", Kind::kBool},
+    {"zero_quantized_gradients", "", Kind::kModeled},
     {"zeropp_loco_param", "", Kind::kOptionalObject},
-    {"mics_shard_size", "", Kind::kInt},
-    {"mics_hierarchical_params_gather", "", Kind::kBool},
+    {"mics_shard_size", "", Kind::kModeled},
+    {"mics_hierarchical_params_gather", "", Kind::kModeled},
     {"memory_efficient_linear", "", Kind::kBool},
     {"pipeline_loading_checkpoint", "", Kind::kBool},
     {"override_module_apply", "", Kind::kBool},
@@ -122,12 +122,6 @@ bool json_true(const json& object, const char* key) {
   if (!object.is_object()) return false;
   auto it = object.find(key);
   return it != object.end() && it->is_boolean() && it->get<bool>();
-}
-
-int64_t json_int_or(const json& object, const char* key, int64_t fallback) {
-  if (!object.is_object()) return fallback;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
 }
 
 OffloadDevice read_device(const BlockReader& b) {
@@ -305,6 +299,13 @@ void read_flags_and_sizes(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
   flag("reduce_scatter", z.reduce_scatter);
   flag("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
   flag("round_robin_gradients", z.round_robin_gradients);
+  flag("zero_quantized_weights", z.quantized_weights);
+  flag("zero_quantized_gradients", z.quantized_gradients);
+  flag("mics_hierarchical_params_gather", z.mics_hierarchical_params_gather);
+  // mics_shard_size is a plain int (any value; <= 0 is off), the hpZ size Field(ge=0).
+  errors.step([&] {
+    if (std::optional<int64_t> v = zr.b.integer(zr.key("mics_shard_size"))) z.mics_shard_size = *v;
+  });
   const std::pair<std::string_view, int64_t*> sizes[] = {
       {"reduce_bucket_size", &z.reduce_bucket_size},
       {"allgather_bucket_size", &z.allgather_bucket_size},
@@ -313,7 +314,8 @@ void read_flags_and_sizes(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
       {"stage3_param_persistence_threshold", &z.param_persistence_threshold},
       {"stage3_model_persistence_threshold", &z.model_persistence_threshold},
       {"stage3_max_live_parameters", &z.max_live_parameters},
-      {"stage3_max_reuse_distance", &z.max_reuse_distance}};
+      {"stage3_max_reuse_distance", &z.max_reuse_distance},
+      {"zero_hpz_partition_size", &z.hpz_partition_size}};
   for (const auto& [json_name, out] : sizes) {
     errors.step([&] { read_count(zr.b, zr.key(json_name), *out); });
   }
@@ -448,8 +450,7 @@ void resolve_as_the_engine_does(ZeroConfig& z) {
   if ((z.stage == 1 || z.stage == 2) && z.offload_optimizer.device != OffloadDevice::kNone) {
     z.contiguous_gradients = true;
   }
-  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") &&
-      json_int_or(z.other, "mics_shard_size", -1) <= 0) {
+  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics()) {
     z.prefetch_bucket_size = 1;
   }
 }
@@ -572,8 +573,8 @@ void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
              "stage 1/2 with optimizer offload always uses contiguous gradients (DeepSpeed turns "
              "it on), so it cannot be false here");
   }
-  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") &&
-      json_int_or(z.other, "mics_shard_size", -1) <= 0 && z.prefetch_bucket_size != 1) {
+  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics() &&
+      z.prefetch_bucket_size != 1) {
     loc.fail(kZ + "stage3_prefetch_bucket_size",
              "must be 1 with stage3_allgather_sequential (DeepSpeed's engine sets it so), got " +
                  std::to_string(z.prefetch_bucket_size));
@@ -601,31 +602,80 @@ void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
              "not modelled: SuperOffload (its own stage-3 optimizer and CPU schedule); remove it "
              "to plan plain ZeRO-3 optimizer offload");
   }
-  // DeepSpeed reads these in stage 3 only (zero/mics.py, partition_parameters.py; reference
-  // §1 table and "ZeRO++ hpZ", "MiCS"): at stages 0-2 they change nothing, as in zplan.
+  // DeepSpeed reads this in stage 3 only (partition_parameters.py Init): with all parameters
+  // trainable (what zplan plans) it changes nothing, but it is meant for frozen weights stored
+  // quantized, which zplan does not model.
+  if (z.stage == 3 && json_true(z.other, "zero_quantized_nontrainable_weights")) {
+    loc.fail(kZ + "zero_quantized_nontrainable_weights",
+             "not modelled: frozen weights stored in int8 (LoRA-style training); remove it to "
+             "plan full training");
+  }
+}
+
+void check_zeropp_mics(const ZeroConfig& z, int dp, const Locator& loc) {
+  // DeepSpeed reads these in stage 3 only (reference §1 table, "ZeRO++ hpZ", "MiCS"): at stages
+  // 0-2 they change nothing, as in zplan.
   if (z.stage != 3) return;
-  const int64_t mics = json_int_or(z.other, "mics_shard_size", -1);
-  if (mics > 0) {
-    loc.fail(kZ + "mics_shard_size",
-             std::to_string(mics) +
-                 " turns on MiCS (states partitioned over each shard of that many GPUs, plus an "
-                 "all-reduce across shards), which zplan does not model; remove it to plan plain "
-                 "ZeRO-3");
-  }
-  const int64_t hpz = json_int_or(z.other, "zero_hpz_partition_size", 1);
-  if (hpz > 1) {
-    loc.fail(kZ + "zero_hpz_partition_size",
-             std::to_string(hpz) +
-                 " turns on ZeRO++ hpZ (a secondary parameter partition within each group of "
-                 "that many GPUs), which zplan does not model; remove it to plan plain ZeRO-3");
-  }
-  for (const char* key : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
-                          "zero_quantized_gradients"}) {
-    if (json_true(z.other, key)) {
-      loc.fail(kZ + key,
-               "true turns on ZeRO++ quantized communication, which zplan does not model "
-               "(it would change the bytes gathered or reduced); remove it to plan plain ZeRO-3");
+  const std::string world = std::to_string(dp);
+  if (z.hpz()) {
+    // groups.py _create_zero_param_parallel_group: min(hpz, world) ranks per group, and
+    // _ensure_divisibility(world, that).
+    const int64_t group = std::min<int64_t>(z.hpz_partition_size, dp);
+    if (dp % group != 0) {
+      loc.fail(kZ + "zero_hpz_partition_size",
+               std::to_string(z.hpz_partition_size) + " does not divide the " + world +
+                   " data-parallel ranks (DeepSpeed's groups._ensure_divisibility asserts it)");
     }
+    if (z.offload_param.device != OffloadDevice::kNone) {
+      loc.fail(kZ + "zero_hpz_partition_size",
+               "not modelled with offload_param: the secondary partition then lives in host "
+               "memory (partition_parameters.py _partition_param_sec, remote_device); remove one "
+               "of them");
+    }
+  }
+  if (z.quantized_gradients && !z.reduce_scatter) {
+    // stage3.py __init__ asserts reduce_scatter whenever the all-to-all group exists.
+    loc.fail(kZ + "reduce_scatter",
+             "must stay true with zero_quantized_gradients (DeepSpeed's stage 3 asserts it)");
+  }
+  if (z.quantized_gradients && z.other.is_object() && z.other.contains("zeropp_loco_param") &&
+      !z.other["zeropp_loco_param"].is_null()) {
+    loc.fail(kZ + "zeropp_loco_param",
+             "not modelled: LoCo-ZeRO++ (error-feedback buffers of the quantized gradients, "
+             "coalesced_collectives.py all_to_all_loco_quant_reduce); remove it to plan qgZ");
+  }
+  if (!z.mics()) return;
+  const std::string shard = std::to_string(z.mics_shard_size);
+  // mics_utils.py _generate_mics_config: the world splits into shards of mics_shard_size.
+  if (z.mics_shard_size > dp || dp % z.mics_shard_size != 0) {
+    loc.fail(kZ + "mics_shard_size",
+             shard + " does not divide the " + world +
+                 " data-parallel ranks (DeepSpeed's _generate_mics_config asserts it)");
+  }
+  // engine.py _return_mics_optimizer builds MiCS_Optimizer without ZeRO++'s arguments (no
+  // secondary group, no all-to-all group) and mics.py gathers with its own unquantized
+  // all_gather_coalesced: with MiCS these keys would be half applied at best.
+  for (const auto& [key, on] :
+       {std::pair<const char*, bool>{"zero_hpz_partition_size", z.hpz()},
+        {"zero_quantized_weights", z.quantized_weights},
+        {"zero_quantized_gradients", z.quantized_gradients}}) {
+    if (on) {
+      loc.fail(kZ + key,
+               "cannot be combined with mics_shard_size: DeepSpeed's MiCS optimizer "
+               "(engine.py _return_mics_optimizer, zero/mics.py) does not pass ZeRO++'s settings "
+               "on; use one or the other");
+    }
+  }
+  if (z.offload_optimizer.device != OffloadDevice::kNone && z.mics_shard_size < dp) {
+    // mics.py allreduce_mics_shard_grads raises for gradient partitions off the accelerator.
+    loc.fail(kZ + "offload_optimizer/device",
+             "MiCS with replicas (mics_shard_size " + shard + " < " + world +
+                 " ranks) does not support optimizer offload: DeepSpeed raises \"Local sharding "
+                 "has no support for CPU offloading\" (mics.py allreduce_mics_shard_grads)");
+  }
+  if (z.offload_param.device != OffloadDevice::kNone) {
+    loc.fail(kZ + "mics_shard_size",
+             "not modelled with offload_param (MiCS_Offload); remove one of them");
   }
 }
 
@@ -702,6 +752,14 @@ json zero_optimization_to_json(const ZeroConfig& z) {
     }
     j["stage3_max_live_parameters"] = z.max_live_parameters;
     j["stage3_max_reuse_distance"] = z.max_reuse_distance;
+    // ZeRO++ and MiCS keys only when on, so that a plain ZeRO-3 file stays as it was.
+    if (z.hpz()) j["zero_hpz_partition_size"] = z.hpz_partition_size;
+    if (z.quantized_weights) j["zero_quantized_weights"] = true;
+    if (z.quantized_gradients) j["zero_quantized_gradients"] = true;
+    if (z.mics()) {
+      j["mics_shard_size"] = z.mics_shard_size;
+      if (z.mics_hierarchical_params_gather) j["mics_hierarchical_params_gather"] = true;
+    }
   }
   if (z.offload_param.device != OffloadDevice::kNone) {
     j["offload_param"] = offload_param_to_json(z.offload_param);

@@ -6,6 +6,7 @@
 
 #include "hardware/profile.h"
 #include "models/catalog.h"
+#include "planner/plan.h"
 #include "planner/search_space.h"
 
 namespace zplan::planner::testing {
@@ -26,6 +27,13 @@ inline KnobRequest knobs(std::initializer_list<std::pair<Knob, const char*>> lis
   KnobRequest r;
   for (const auto& [k, text] : lists) r.set_from_text(k, text);
   return r;
+}
+
+// plan() on two threads with default options.
+inline PlanResult run_plan_2t(const Problem& p, const KnobRequest& k) {
+  PlanOptions o;
+  o.eval.threads = 2;
+  return plan(p, k, {}, o);
 }
 
 }  // namespace zplan::planner::testing

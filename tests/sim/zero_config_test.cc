@@ -412,27 +412,88 @@ TEST_CASE("\"stage\": \"auto\" is stage 0, as DeepSpeed reads it, with a note", 
   CHECK(notes.empty());
 }
 
-TEST_CASE("stage-3 features zplan does not model are refused, not planned as plain ZeRO-3",
+TEST_CASE("ZeRO++ and MiCS keys are read at stage 3 and checked as DeepSpeed checks them",
           "[zero_config]") {
   const json z3 = {{"stage", 3}};
-  CHECK(error_of(with_zero(merged(z3, {{"mics_shard_size", 8}}))) ==
-        "t.json: /zero_optimization/mics_shard_size: 8 turns on MiCS (states partitioned over "
-        "each shard of that many GPUs, plus an all-reduce across shards), which zplan does not "
-        "model; remove it to plan plain ZeRO-3");
-  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_hpz_partition_size", 8}}))),
-             Contains("/zero_optimization/zero_hpz_partition_size: 8 turns on ZeRO++ hpZ"));
-  for (const char* key : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
-                          "zero_quantized_gradients"}) {
-    CHECK_THAT(error_of(with_zero(merged(z3, {{key, true}}))),
+  DsConfig c = parse(with_zero(merged(z3, {{"zero_hpz_partition_size", 4},
+                                           {"zero_quantized_weights", true},
+                                           {"zero_quantized_gradients", true}})));
+  CHECK(c.zero.hpz_partition_size == 4);
+  CHECK(c.zero.hpz());
+  CHECK(c.zero.quantized_weights);
+  CHECK(c.zero.quantized_gradients);
+  CHECK_FALSE(c.zero.mics());
+  CHECK_FALSE(c.zero.other.contains("zero_hpz_partition_size"));
+  json written = ds_config_to_json(c);
+  CHECK(written["zero_optimization"]["zero_hpz_partition_size"] == 4);
+  CHECK(written["zero_optimization"]["zero_quantized_weights"] == true);
+  CHECK(written["zero_optimization"]["zero_quantized_gradients"] == true);
+
+  c = parse(with_zero(merged(z3, {{"mics_shard_size", 4},
+                                  {"mics_hierarchical_params_gather", true}})));
+  CHECK(c.zero.mics());
+  CHECK(c.zero.mics_shard_size == 4);
+  CHECK(c.zero.mics_hierarchical_params_gather);
+  written = ds_config_to_json(c);
+  CHECK(written["zero_optimization"]["mics_shard_size"] == 4);
+  CHECK(written["zero_optimization"]["mics_hierarchical_params_gather"] == true);
+  // Off values are not written: a plain ZeRO-3 file stays plain.
+  c = parse(with_zero(merged(z3, {{"mics_shard_size", -1}, {"zero_hpz_partition_size", 1}})));
+  CHECK_FALSE(c.zero.hpz());
+  CHECK_FALSE(c.zero.mics());
+  written = ds_config_to_json(c);
+  CHECK_FALSE(written["zero_optimization"].contains("zero_hpz_partition_size"));
+  CHECK_FALSE(written["zero_optimization"].contains("mics_shard_size"));
+  // 0 is accepted (Field(ge=0)) and means off, as 1 does.
+  CHECK_FALSE(parse(with_zero(merged(z3, {{"zero_hpz_partition_size", 0}}))).zero.hpz());
+
+  // What DeepSpeed asserts at set-up (dp world 8 here).
+  CHECK(error_of(with_zero(merged(z3, {{"mics_shard_size", 3}}))) ==
+        "t.json: /zero_optimization/mics_shard_size: 3 does not divide the 8 data-parallel "
+        "ranks (DeepSpeed's _generate_mics_config asserts it)");
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"mics_shard_size", 16}}))),
+             Contains("mics_shard_size: 16 does not divide the 8"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_hpz_partition_size", 3}}))),
+             Contains("/zero_optimization/zero_hpz_partition_size: 3 does not divide the 8"));
+  // hpz above the world is min(hpz, world): one group of everyone.
+  CHECK_NOTHROW(parse(with_zero(merged(z3, {{"zero_hpz_partition_size", 16}}))));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_hpz_partition_size", -1}}))),
+             Contains("zero_hpz_partition_size: must not be negative"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_gradients", true},
+                                            {"reduce_scatter", false}}))),
+             Contains("/zero_optimization/reduce_scatter: must stay true with "
+                      "zero_quantized_gradients"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_gradients", true},
+                                            {"zeropp_loco_param", {{"err_beta", 0.8}}}}))),
+             Contains("/zero_optimization/zeropp_loco_param: not modelled: LoCo-ZeRO++"));
+  for (const char* key : {"zero_quantized_weights", "zero_quantized_gradients"}) {
+    CHECK_THAT(error_of(with_zero(merged(z3, {{"mics_shard_size", 4}, {key, true}}))),
                Contains(std::string("/zero_optimization/") + key +
-                        ": true turns on ZeRO++ quantized communication"));
+                        ": cannot be combined with mics_shard_size"));
   }
-  // Their off values, and any value at stages 0-2 (which do not read them), are accepted.
-  CHECK_NOTHROW(parse(with_zero(merged(z3, {{"mics_shard_size", -1},
-                                            {"zero_hpz_partition_size", 1},
-                                            {"zero_quantized_weights", false}}))));
-  CHECK_NOTHROW(
-      parse(with_zero({{"stage", 2}, {"mics_shard_size", 8}, {"zero_quantized_gradients", true}})));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"mics_shard_size", 4},
+                                            {"zero_hpz_partition_size", 2}}))),
+             Contains("zero_hpz_partition_size: cannot be combined with mics_shard_size"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"mics_shard_size", 4},
+                                            {"offload_optimizer", {{"device", "cpu"}}}}))),
+             Contains("/zero_optimization/offload_optimizer/device: MiCS with replicas"));
+  // One shard of the whole world has no replicas, so nothing to all-reduce: offload runs.
+  CHECK_NOTHROW(parse(with_zero(merged(z3, {{"mics_shard_size", 8},
+                                            {"offload_optimizer", {{"device", "cpu"}}}}))));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_hpz_partition_size", 2},
+                                            {"offload_param", {{"device", "cpu"}}}}))),
+             Contains("zero_hpz_partition_size: not modelled with offload_param"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_nontrainable_weights", true}}))),
+             Contains("zero_quantized_nontrainable_weights: not modelled: frozen weights"));
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_weights", 1}}))),
+             Contains("zero_quantized_weights: must be true or false"));
+  // Stages 0-2 do not read them: any value is accepted and changes nothing.
+  c = parse(with_zero({{"stage", 2}, {"mics_shard_size", 3}, {"zero_quantized_gradients", true}}));
+  CHECK_FALSE(c.zero.mics());
+  CHECK_FALSE(ds_config_to_json(c)["zero_optimization"].contains("mics_shard_size"));
+}
+
+TEST_CASE("apex amp is refused, not planned as fp16", "[zero_config]") {
   // Apex amp.
   CHECK(error_of({{"train_micro_batch_size_per_gpu", 1}, {"amp", {{"enabled", true}}}}) ==
         "t.json: /amp/enabled: true turns on apex amp mixed precision, which zplan does not "

@@ -30,9 +30,7 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
             {"activation_checkpointing", {{"partitioned_activations", true}}},
             {"zero_optimization",
              {{"stage", 3},
-              // Off: on, zplan refuses them (zero_config_test.cc).
-              {"zero_quantized_weights", false},
-              {"zero_hpz_partition_size", 1},
+              {"zero_quantized_nontrainable_weights", false},
               {"stage3_module_granularity_threshold", -1},
               {"leaf_module", {{"classes", "Block"}}},
               {"zeropp_loco_param", nullptr},
@@ -45,8 +43,7 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(c.aio.queue_depth == 32);
   CHECK(c.activation_checkpointing.enabled);
   CHECK(c.other["activation_checkpointing"] == json{{"partitioned_activations", true}});
-  CHECK(c.zero.other["zero_quantized_weights"] == false);
-  CHECK(c.zero.other["zero_hpz_partition_size"] == 1);
+  CHECK(c.zero.other["zero_quantized_nontrainable_weights"] == false);
   CHECK(c.zero.other["stage3_module_granularity_threshold"] == -1);
   CHECK(c.zero.other["leaf_module"] == json{{"classes", "Block"}});
   CHECK_FALSE(c.zero.other.contains("zeropp_loco_param"));
@@ -267,8 +264,11 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
              Contains("planner: /zero_optimization/prefetch_bucket_size: belongs in"));
   CHECK_THAT(err([](DsConfig& c) { c.zero.other["no_such_key"] = 5; }),
              Contains("planner: /zero_optimization/no_such_key: is not a key DeepSpeed"));
-  CHECK_THAT(err([](DsConfig& c) { c.zero.other["zero_quantized_weights"] = 5; }),
-             Contains("planner: /zero_optimization/zero_quantized_weights: must be true or"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.other["zero_quantized_nontrainable_weights"] = 5; }),
+             Contains("planner: /zero_optimization/zero_quantized_nontrainable_weights: must be "
+                      "true or"));
+  CHECK_THAT(err([](DsConfig& c) { c.zero.other["zero_quantized_weights"] = true; }),
+             Contains("planner: /zero_optimization/zero_quantized_weights: belongs in"));
   CHECK_THAT(err([](DsConfig& c) {
                c.zero.other["offload_optimizer"] = {{"ratio", 0.5}};
              }),

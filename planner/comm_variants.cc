@@ -1,0 +1,172 @@
+#include "planner/comm_variants.h"
+
+#include <algorithm>
+
+#include "base/text.h"
+#include "sim/memory_model.h"
+#include "sim/zeropp_mics.h"
+
+namespace zplan::planner {
+
+namespace {
+
+std::string percent_change(double before, double after) {
+  if (!(before > 0)) return "";
+  return strformat("%+.0f%%", 100 * (after / before - 1));
+}
+
+// The index of the plain config `c` is a variant of, if it was evaluated.
+std::optional<size_t> plain_of(const SearchResult& s, const Candidate& c) {
+  for (size_t i = 0; i < s.candidates.size(); ++i) {
+    const Candidate& o = s.candidates[i];
+    if (o.comm.plain() && o.v == c.v && o.gas == c.gas) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& base) {
+  std::vector<Candidate> out;
+  const hardware::Cluster& cl = problem.cluster;
+  if (cl.nodes <= 1 || base.stage() != 3 || !base.comm.plain()) return out;
+  const int n = cl.gpus, g = cl.gpus_per_node();
+  const bool param_offload = base.offload_param() != sim::OffloadDevice::kNone;
+  const bool opt_offload = base.offload_optimizer() != sim::OffloadDevice::kNone;
+  auto add = [&](CommVariant v) {
+    Candidate c = base;
+    c.comm = v;
+    out.push_back(c);
+  };
+  // ZeRO++: hpZ groups dividing the node (groups.py needs them to divide the world too), with
+  // and without qwZ and qgZ; hpZ is not modelled with parameter offload.
+  std::vector<int64_t> hpz_sizes = {1};
+  if (!param_offload) {
+    for (int h = 2; h <= g; ++h) {
+      if (g % h == 0 && n % h == 0) hpz_sizes.push_back(h);
+    }
+  }
+  for (int64_t h : hpz_sizes) {
+    for (int q = 0; q < 4; ++q) {
+      CommVariant v;
+      v.hpz = h;
+      v.qwz = (q & 1) != 0;
+      v.qgz = (q & 2) != 0;
+      if (!v.plain()) add(v);
+    }
+  }
+  // MiCS: shards of a divisor of the node or of 2^i whole nodes, dividing the cluster and
+  // smaller than it (a shard of every rank is ZeRO-3). With replicas DeepSpeed refuses optimizer
+  // offload; parameter offload is not modelled.
+  if (!opt_offload && !param_offload) {
+    std::vector<int64_t> shards;
+    for (int s = 2; s <= g; ++s) {
+      if (g % s == 0) shards.push_back(s);
+    }
+    for (int64_t s = 2 * static_cast<int64_t>(g); s < n; s *= 2) shards.push_back(s);
+    for (int64_t s : shards) {
+      if (s >= n || n % s != 0) continue;
+      CommVariant v;
+      v.mics = s;
+      add(v);
+      if (s > g) {
+        v.mics_hier = true;
+        add(v);
+      }
+    }
+  }
+  return out;
+}
+
+void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s) {
+  if (problem.cluster.nodes <= 1) return;
+  std::vector<Candidate> variants;
+  std::vector<double> base_speed;  // of each variant's plain config
+  size_t bases = 0;
+  for (size_t i : s->order) {
+    if (!s->evals[i].fits()) break;
+    const Candidate& c = s->candidates[i];
+    if (c.stage() != 3 || !c.comm.plain()) continue;
+    for (Candidate& v : comm_variants(problem, c)) {
+      variants.push_back(v);
+      base_speed.push_back(s->evals[i].tokens_per_s);
+    }
+    if (++bases == kCommVariantBases) break;
+  }
+  if (variants.empty()) return;
+  EvalOptions quiet = options;
+  quiet.progress = nullptr;
+  SearchStats stats;
+  std::vector<Evaluation> evals = evaluate_all(problem, s->space, variants, quiet, &stats);
+  // Only the kept ones count as searched (each was simulated and fits), so that the counts
+  // describe the candidates the result holds; the engine's work counts whole.
+  for (size_t v = 0; v < variants.size(); ++v) {
+    if (evals[v].fits() && evals[v].tokens_per_s > base_speed[v] * (1 + kCommVariantMargin)) {
+      s->candidates.push_back(variants[v]);
+      s->evals.push_back(evals[v]);
+      ++s->stats.generated;
+      ++s->stats.simulated;
+      ++s->stats.fitting;
+    }
+  }
+  s->stats.wall_s += stats.wall_s;
+  s->stats.graphs_run += stats.graphs_run;
+  s->stats.graphs_reused += stats.graphs_reused;
+  s->stats.tasks_run += stats.tasks_run;
+  s->stats.tasks_jumped += stats.tasks_jumped;
+  s->stats.steps_reused += stats.steps_reused;
+}
+
+std::string comm_variant_reason(const Problem& problem, const SearchResult& s, size_t i) {
+  const Candidate& c = s.candidates[i];
+  if (c.comm.plain()) return "";
+  const hardware::Cluster& cl = problem.cluster;
+  const int g = cl.gpus_per_node();
+  const sim::DsConfig base = base_config(problem, s.space.batch);
+  const sim::DsConfig config = to_ds_config(c, base, problem);
+  Candidate plain = c;
+  plain.comm = CommVariant{};
+  const sim::DsConfig plain_config = to_ds_config(plain, base, problem);
+  const sim::CommVolume after = sim::stage3_comm_volume(
+      config.zero, cl, sim::zero_sizes(problem.model, cl.gpus, config), static_cast<int>(c.gas));
+  const sim::CommVolume before =
+      sim::stage3_comm_volume(plain_config.zero, cl, sim::zero_sizes(problem.model, cl.gpus, plain_config),
+                              static_cast<int>(c.gas));
+  std::string why;
+  auto part = [&](const std::string& x) { why += (why.empty() ? "" : "; ") + x; };
+  const CommVariant& v = c.comm;
+  if (v.hpz > 1) {
+    part(strformat("ZeRO++ hpZ: a secondary copy of the parameters over %lld GPUs, so backward "
+                   "all-gathers stay %s",
+                   static_cast<long long>(v.hpz),
+                   v.hpz <= g ? "inside the node" : "inside the hpZ group"));
+  }
+  if (v.qwz) part("qwZ: all-gathers move int8 weights (half the bytes)");
+  if (v.qgz) {
+    part("qgZ: gradients reduced by int4 all-to-alls, inside the node then across nodes (a "
+         "quarter of the inter-node bytes)");
+  }
+  if (v.mics > 0) {
+    const int64_t replicas = cl.gpus / v.mics;
+    part(strformat("MiCS: states partitioned over shards of %lld GPUs (%s), whose gathers and "
+                   "reduce-scatters stay in the shard; one gradient all-reduce across %lld "
+                   "replicas per step",
+                   static_cast<long long>(v.mics),
+                   v.mics <= g ? "inside a node"
+                               : strformat("%lld nodes%s", static_cast<long long>(v.mics / g),
+                                           v.mics_hier ? ", gathered hierarchically" : "")
+                                     .c_str(),
+                   static_cast<long long>(replicas)));
+  }
+  if (before.inter_node > 0) {
+    part("inter-node bytes " + percent_change(before.inter_node, after.inter_node) +
+         " per step against plain ZeRO-3");
+  }
+  if (std::optional<size_t> p = plain_of(s, c); p && s.evals[*p].fits() && s.evals[i].fits()) {
+    part(strformat("%.1f%% faster than the same config in plain ZeRO-3",
+                   100 * (s.evals[i].tokens_per_s / s.evals[*p].tokens_per_s - 1)));
+  }
+  return why;
+}
+
+}  // namespace zplan::planner
