@@ -129,7 +129,7 @@ TEST_CASE("stage 3 with reduce_scatter false all-reduces its buckets: 4 psi inst
   // (psi): with the 2 psi of gathers, 4 psi against 3. Counted per step: as many all-reduces as
   // there were reduce-scatters, and their mean size is the same.
   const models::Model model = models::load_model("llama2-7b");
-  Workload w{2048, true};
+  Workload w{2048, Attention::kSdpa};
   const std::string s3 = R"(, "stage3_param_persistence_threshold": 0,
                              "stage3_max_reuse_distance": 0)";
   DsConfig rs = config(zero_json(3, s3), 8, 4096);
@@ -153,7 +153,7 @@ TEST_CASE("ZeRO-3 at scale is communication-bound on the all-gather, one node is
   // e(128) = 0.59 of 8 x 24 GB/s) a rank computes ~22 s while its gathers need ~8 s at
   // bandwidth plus ~1,060 ring latencies of ~5-7 ms, and they are exposed.
   const models::Model model = models::load_model("175b");
-  Workload w{2048, true};
+  Workload w{2048, Attention::kSdpa};
   hardware::Profile a100 = hardware::load_profile("a100");
   DsConfig c = config(zero_json(3), 8, model.shape().hidden);
   c.activation_checkpointing.enabled = true;
