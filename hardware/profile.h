@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hardware/framework.h"
+
 namespace zplan::hardware {
 
 // Picks NCCL's per-architecture bandwidth caps (reference/nccl_hardware.md §1.2). kCpu is a
@@ -128,6 +130,7 @@ struct Profile {
   NodeSpec node;
   NetworkSpec network;
   RuntimeSpec runtime;
+  FrameworkSpec framework;  // optional "framework" section; else fitted_framework()
   std::vector<CollectiveTable> collectives;
   nlohmann::json sources;     // JSON pointer -> where the number comes from (stock profiles)
   nlohmann::json provenance;  // calibrated profiles: date, hosts, versions, command line
