@@ -320,13 +320,20 @@ def run_fit():
                 for k in consts:
                     n = k["pointer"]
                     for d in (step, 1.0 / step):
-                        y = dict(x)
-                        y[n] = clamp(k, x[n] * d)
-                        if y[n] == x[n]:
-                            continue
-                        f = objective(y, leave_out)
-                        if f < best - 1e-6:
-                            x, best, improved = y, f, True
+                        # A line search along the direction: keep going, doubling the move,
+                        # while the objective falls.
+                        moved = False
+                        while True:
+                            y = dict(x)
+                            y[n] = clamp(k, x[n] * d)
+                            if y[n] == x[n]:
+                                break
+                            f = objective(y, leave_out)
+                            if not f < best - 1e-6:
+                                break
+                            x, best, improved, moved = y, f, True, True
+                            d = d * d
+                        if moved:
                             break
         return x, best
 
