@@ -443,4 +443,38 @@ double cpu_adam_time_s(const NodeSpec& node, double params, int threads, int ran
   return params / std::min(compute_rate, memory_rate);
 }
 
+// --- Framework terms -----------------------------------------------------------------------------
+
+double host_dispatch_s(const Profile& profile, double ops) {
+  if (profile.gpu.arch == Arch::kCpu || !(ops > 0)) return 0;
+  return ops * profile.framework.host_op_s;
+}
+
+double step_overhead_s(const Profile& profile) {
+  return profile.gpu.arch == Arch::kCpu ? 0 : profile.framework.step_overhead_s;
+}
+
+double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int ranks_per_node) {
+  if (!(bytes > 0)) return 0;
+  const NodeSpec& node = profile.node;
+  const double solo = h2d ? node.h2d_pageable_bytes_per_s : node.d2h_pageable_bytes_per_s;
+  const double dram = node.host_memory_bw_bytes_per_s / (3.0 * std::max(1, ranks_per_node));
+  return bytes / std::min(solo, dram);
+}
+
+double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node) {
+  if (!(params > 0)) return 0;
+  const NodeSpec& node = profile.node;
+  const int ranks = std::max(1, ranks_per_node);
+  // The fair share (at least one core), then what oversubscribed OpenMP pools keep of it.
+  double threads = std::max(1, node.cpu_cores / ranks);
+  if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
+    threads *= profile.framework.cpu_oversubscription_efficiency;
+  }
+  // t = N / min(threads * r_thread, DRAM share / 28 B), as cpu_adam_time_s (reference §6).
+  const double compute_rate = threads * node.cpu_adam_params_per_s_per_core;
+  const double memory_rate = share(node.host_memory_bw_bytes_per_s, ranks) / kAdamBytesPerParam;
+  return params / std::min(compute_rate, memory_rate);
+}
+
 }  // namespace zplan::hardware

@@ -68,6 +68,32 @@ inline constexpr double kAdamBytesPerParam = 28;
 // parameter (reference/nccl_hardware.md §6).
 double cpu_adam_time_s(const NodeSpec& node, double params, int threads, int ranks_per_node);
 
+// --- Framework terms: what eager PyTorch + DeepSpeed add around the kernels -------------------
+// (hardware/framework.h holds the constants, fitted over docs/fidelity.md's set; docs/
+// cost_model.md, "Framework terms", derives each.) A cpu device (zplan's own executor) has none
+// of them: each returns 0 there, or the plain formula above.
+
+// Host-side floor of `ops` eager operators: the Python thread issues them one by one
+// (FrameworkSpec::host_op_s each) while the GPU runs asynchronously behind it, so a stretch of
+// GPU work lasts max(its kernels, host_dispatch_s(ops)).
+double host_dispatch_s(const Profile& profile, double ops);
+
+// The host time of one optimizer step outside its kernels (FrameworkSpec::step_overhead_s).
+double step_overhead_s(const Profile& profile);
+
+// A copy of `bytes` between one GPU and pageable host memory while all `ranks_per_node` ranks of
+// the node copy at once: the driver stages each byte through a pinned bounce buffer (read the
+// pageable page, write the bounce buffer, DMA-read it: 3 passes over host DRAM), so each rank
+// gets min(its solo pageable rate, host_memory_gbps / (3 * ranks)).
+double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int ranks_per_node);
+
+// DeepSpeedCPUAdam over `params` fp32 parameters by one of `ranks_per_node` ranks that all step
+// at once: cpu_adam_time_s with the rank's fair share of the cores (cores / ranks, as
+// step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more
+// than one rank (their default OpenMP pools oversubscribe the cores; deepspeed/launcher/
+// launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank).
+double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node);
+
 }  // namespace zplan::hardware
 
 #endif  // ZPLAN_HARDWARE_COST_MODEL_H_

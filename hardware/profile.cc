@@ -82,6 +82,7 @@ constexpr Range kOverheadRange = {0, false, 1e6, "GiB"};
 constexpr Range kUsPerMbRange = {0, true, 1e6, "us/MB"};  // the inverse of >= 1 MB/s
 constexpr Range kPointBytesRange = {0, true, 1e15, "bytes"};
 constexpr Range kPointSecondsRange = {0, true, 1e6, "s"};
+constexpr Range kStepOverheadRange = {0, false, 1e6, "ms"};  // up to 1000 s per step
 
 // "1e6", "0.001", "1e15": %g without the exponent's '+' and leading zeros.
 std::string short_number(double v) {
@@ -255,6 +256,21 @@ RuntimeSpec read_runtime(const JsonReader& r) {
   return rt;
 }
 
+// The optional "framework" section: every key optional, the fitted constants of framework.h
+// otherwise (docs/fidelity.md).
+FrameworkSpec read_framework(const JsonReader& r) {
+  r.reject_unknown_keys({"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency"});
+  FrameworkSpec f = fitted_framework();
+  if (r.has("host_op_us")) f.host_op_s = in_range(r, "host_op_us", kLatencyRange, kUs);
+  if (r.has("step_overhead_ms")) {
+    f.step_overhead_s = in_range(r, "step_overhead_ms", kStepOverheadRange, 1e-3);
+  }
+  if (r.has("cpu_oversubscription_efficiency")) {
+    f.cpu_oversubscription_efficiency = fraction(r, "cpu_oversubscription_efficiency");
+  }
+  return f;
+}
+
 CollectiveTable read_collective(const JsonReader& r) {
   r.reject_unknown_keys({"op", "ranks", "nodes", "points", "regimes"});
   CollectiveTable t;
@@ -339,7 +355,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& file) {
     r.fail("a hardware profile must be a JSON object, got " + describe_json_value(json));
   }
   r.reject_unknown_keys({"name", "description", "gpu", "node", "network", "runtime", "collectives",
-                         "sources", "provenance"});
+                         "framework", "sources", "provenance"});
   Profile p;
   p.file = file;
   p.name = r.string("name");
@@ -349,6 +365,8 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& file) {
   p.node = read_node(r.child("node"), p.gpu.arch);
   p.network = read_network(r.child("network"));
   p.runtime = read_runtime(r.child("runtime"));
+  p.framework = fitted_framework();
+  if (auto framework = r.optional_child("framework")) p.framework = read_framework(*framework);
   if (r.has("collectives")) {
     JsonReader tables = r.require_array("collectives");
     for (size_t i = 0; i < tables.size(); ++i) {
@@ -447,6 +465,20 @@ nlohmann::json profile_to_json(const Profile& p) {
                   {"nccl_buffer_gib", in_units(rt.nccl_buffer_bytes, kGiB)},
                   {"allocator_fragmentation", number_json(rt.allocator_fragmentation)},
                   {"host_process_gib", in_units(rt.host_process_bytes, kGiB)}};
+
+  // The framework section only where it differs from the fitted constants, so that a profile
+  // written today does not pin the constants a later fit moves.
+  const FrameworkSpec& f0 = fitted_framework();
+  const FrameworkSpec& f = p.framework;
+  nlohmann::json framework = nlohmann::json::object();
+  if (f.host_op_s != f0.host_op_s) framework["host_op_us"] = in_units(f.host_op_s, kUs);
+  if (f.step_overhead_s != f0.step_overhead_s) {
+    framework["step_overhead_ms"] = in_units(f.step_overhead_s, 1e-3);
+  }
+  if (f.cpu_oversubscription_efficiency != f0.cpu_oversubscription_efficiency) {
+    framework["cpu_oversubscription_efficiency"] = number_json(f.cpu_oversubscription_efficiency);
+  }
+  if (!framework.empty()) j["framework"] = std::move(framework);
 
   if (!p.collectives.empty()) {
     nlohmann::json tables = nlohmann::json::array();

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hardware/framework.h"
+
 namespace zplan::hardware {
 
 // The slowest bandwidth a profile holds, 1 MB/s (docs/formats.md, "Ranges"): slower ones would put
@@ -132,6 +134,7 @@ struct Profile {
   NodeSpec node;
   NetworkSpec network;
   RuntimeSpec runtime;
+  FrameworkSpec framework;  // optional "framework" section; else fitted_framework()
   std::vector<CollectiveTable> collectives;
   nlohmann::json sources;     // JSON pointer -> where the number comes from (stock profiles)
   nlohmann::json provenance;  // calibrated profiles: date, hosts, versions, command line

@@ -3,7 +3,8 @@
 # published DeepSpeed measurement with zplan and print predicted vs measured, the % errors, their
 # median and worst, and the fits/OOM verdicts.
 #
-#   scripts/fidelity.sh [--zplan PATH] [--cases FILE] [--markdown] [--only SUBSTRING]
+#   scripts/fidelity.sh [--zplan PATH] [--cases FILE] [--markdown] [--only SUBSTRING] [--set PTR=V]...
+#   scripts/fidelity.sh --fit [--fit-spec FILE] [--jobs N] [--zplan PATH] [--markdown]
 #   scripts/fidelity.sh --catalogue [--cases FILE]
 #
 # --zplan     the zplan binary (default: $ZPLAN, else build/default/zplan of this checkout)
@@ -12,6 +13,13 @@
 # --only      run only the cases whose id contains SUBSTRING
 # --catalogue print the sources, cases (what each source states, the configuration, the
 #             assumptions) and the rejected measurements as Markdown, from the case file alone
+# --set       PTR=VALUE: set the profile field at JSON pointer PTR (e.g. /framework/host_op_us)
+#             to the JSON VALUE in every case's profile, after the case's own hw_overrides
+# --fit       fit the constants that no source gives (tests/fidelity/fit.json: each a profile
+#             JSON pointer with its bounds) once over the whole set, then leave each source out
+#             in turn: fit on the others, predict it; prints the constants and both sets of errors
+# --fit-spec  the fit specification (default: tests/fidelity/fit.json)
+# --jobs      cases simulated at once (default 2)
 #
 # Errors are (predicted - measured) / measured. Throughput figures are compared as throughput:
 # a step time is turned into its reciprocal first, so a positive error always means zplan
@@ -31,6 +39,10 @@ cases="$here/tests/fidelity/cases.json"
 markdown=0
 only=""
 catalogue=0
+fit=0
+fitspec="$here/tests/fidelity/fit.json"
+jobs=2
+sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --zplan) zplan="$2"; shift 2 ;;
@@ -38,17 +50,31 @@ while [[ $# -gt 0 ]]; do
     --markdown) markdown=1; shift ;;
     --only) only="$2"; shift 2 ;;
     --catalogue) catalogue=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --set) sets+=("$2"); shift 2 ;;
+    --fit) fit=1; shift ;;
+    --fit-spec) fitspec="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fidelity.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $catalogue == 1 || -x "$zplan" ]] || { echo "fidelity.sh: no zplan binary at '$zplan' (build it, or pass --zplan / set ZPLAN)" >&2; exit 2; }
 [[ -f "$cases" ]] || { echo "fidelity.sh: no case file at '$cases'" >&2; exit 2; }
 
-exec python3 - "$zplan" "$cases" "$here" "$markdown" "$only" "$catalogue" <<'PY'
-import json, os, statistics, subprocess, sys, tempfile
+exec python3 - "$zplan" "$cases" "$here" "$markdown" "$only" "$catalogue" "$fit" "$fitspec" "$jobs" ${sets[@]+"${sets[@]}"} <<'PY'
+import concurrent.futures, json, math, os, statistics, subprocess, sys, tempfile
 
 zplan, cases_path, root, markdown, only = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
+fit_mode, fitspec_path, jobs = sys.argv[7] == "1", sys.argv[8], int(sys.argv[9])
+global_sets = {}
+for kv in sys.argv[10:]:
+    if "=" not in kv:
+        raise SystemExit("fidelity.sh: --set wants PTR=VALUE, got %r" % kv)
+    ptr, val = kv.split("=", 1)
+    try:
+        global_sets[ptr] = json.loads(val)
+    except ValueError:
+        raise SystemExit("fidelity.sh: --set %s: %r is not a JSON value" % (ptr, val))
 doc = json.load(open(cases_path))
 
 if sys.argv[6] == "1":
@@ -114,7 +140,7 @@ THROUGHPUT = ("samples_per_s", "step_time_s", "tflops_per_gpu")
 def set_pointer(obj, pointer, value):
     keys = pointer.lstrip("/").split("/")
     for k in keys[:-1]:
-        obj = obj[k]
+        obj = obj.setdefault(k, {})
     obj[keys[-1]] = value
 
 
@@ -124,17 +150,19 @@ def profile_json(name):
         return json.load(f)
 
 
-def run_case(c, tmp):
-    ds = os.path.join(tmp, c["id"] + ".ds_config.json")
+def run_case(c, tmp, sets=None):
+    sets = global_sets if sets is None else sets
+    tag = c["id"] + "-" + str(abs(hash(json.dumps(sets, sort_keys=True))))
+    ds = os.path.join(tmp, tag + ".ds_config.json")
     with open(ds, "w") as f:
         json.dump(c["ds_config"], f)
     hw = c["hw"]
     prof = profile_json(c["hw"])
-    if c.get("hw_overrides"):
-        for ptr, val in c["hw_overrides"].items():
+    if c.get("hw_overrides") or sets:
+        for ptr, val in list(c.get("hw_overrides", {}).items()) + list(sets.items()):
             set_pointer(prof, ptr, val)
         prof["name"] = c["hw"] + "-" + c["id"]
-        hw = os.path.join(tmp, c["id"] + ".hw.json")
+        hw = os.path.join(tmp, tag + ".hw.json")
         with open(hw, "w") as f:
             json.dump(prof, f)
     model = c["model"]
@@ -182,48 +210,59 @@ def error(m, pred):
     return pred / m["value"] - 1.0
 
 
-rows, failures = [], []
-with tempfile.TemporaryDirectory() as tmp:
-    for c in doc["cases"]:
-        if only and only not in c["id"]:
-            continue
-        r, prof, err = run_case(c, tmp)
-        if r is None:
-            failures.append((c["id"], err[0]))
-            continue
-        offl = [x for x in ("offload_optimizer", "offload_param")
-                if c["ds_config"]["zero_optimization"].get(x, {}).get("device", "none") not in ("none", None)]
-        cfg = "z%d%s" % (c["ds_config"]["zero_optimization"]["stage"],
-                         "+" + "+".join("opt" if x == "offload_optimizer" else "par" for x in offl) + "-cpu" if offl else "")
-        base = dict(id=c["id"], source=c["source"], ds=c.get("deepspeed_version", "?"), hw=c["hw"], gpus=c["gpus"], cfg=cfg, seq=c["seq_len"],
-                    mb=c["micro_batch"], verdict=c["verdict"], pred_fits=r["fits"],
-                    bottleneck=r.get("bottleneck", ""), bound=r.get("bound", ""))
-        if not c["measured"]:
-            rows.append(dict(base, kind="verdict", measured=None, predicted=None, err=None))
-        z = c["ds_config"]["zero_optimization"]
-        if z.get("mics_shard_size", -1) > 0:
-            cfg += "+mics%d" % z["mics_shard_size"]
-        zpp = [n for k, n in (("zero_hpz_partition_size", "hpz"), ("zero_quantized_weights", "qwz"),
-                              ("zero_quantized_gradients", "qgz"))
-               if z.get(k) is True or (type(z.get(k)) is int and z.get(k) > 1)]
-        if zpp:
-            cfg += "+" + "+".join(zpp)
-        base["cfg"] = cfg
-        for m in c["measured"]:
-            if m["kind"] == "speedup":
-                # A published ratio: this config's throughput over the same run with the
-                # baseline ds_config (plain ZeRO-3), both simulated.
-                rb, _, errb = run_case(dict(c, id=c["id"] + "-baseline", ds_config=m["baseline_ds_config"]), tmp)
-                if rb is None:
-                    failures.append((c["id"] + " (baseline)", errb[0]))
-                    continue
-                p = r["samples_per_s"] / rb["samples_per_s"]
-                rows.append(dict(base, kind="speedup", measured=m["value"], predicted=p, err=p / m["value"] - 1.0))
+def case_rows(c, r, prof, tmp, sets, failures):
+    """The table rows of case c from zplan's result r (a speed-up ratio simulates its baseline)."""
+    z = c["ds_config"]["zero_optimization"]
+    offl = [x for x in ("offload_optimizer", "offload_param")
+            if z.get(x, {}).get("device", "none") not in ("none", None)]
+    cfg = "z%d%s" % (z["stage"],
+                     "+" + "+".join("opt" if x == "offload_optimizer" else "par" for x in offl) + "-cpu" if offl else "")
+    if z.get("mics_shard_size", -1) > 0:
+        cfg += "+mics%d" % z["mics_shard_size"]
+    zpp = [n for k, n in (("zero_hpz_partition_size", "hpz"), ("zero_quantized_weights", "qwz"),
+                          ("zero_quantized_gradients", "qgz"))
+           if z.get(k) is True or (type(z.get(k)) is int and z.get(k) > 1)]
+    if zpp:
+        cfg += "+" + "+".join(zpp)
+    base = dict(id=c["id"], source=c["source"], ds=c.get("deepspeed_version", "?"), hw=c["hw"], gpus=c["gpus"], cfg=cfg, seq=c["seq_len"],
+                mb=c["micro_batch"], verdict=c["verdict"], pred_fits=r["fits"],
+                bottleneck=r.get("bottleneck", ""), bound=r.get("bound", ""))
+    out = []
+    if not c["measured"]:
+        out.append(dict(base, kind="verdict", measured=None, predicted=None, err=None))
+    for m in c["measured"]:
+        if m["kind"] == "speedup":
+            # A published ratio: this config's throughput over the same run with the baseline
+            # ds_config (plain ZeRO-3), both simulated.
+            rb, _, errb = run_case(dict(c, id=c["id"] + "-baseline", ds_config=m["baseline_ds_config"]), tmp, sets)
+            if rb is None:
+                failures.append((c["id"] + " (baseline)", errb[0]))
                 continue
-            p = predict(m, c, r, prof)
-            rows.append(dict(base, kind=m["kind"] + ("(" + m["metric"] + ")" if m["kind"] == "peak_memory" else ""),
-                             measured=m["value"], predicted=p, err=error(m, p)))
+            p = r["samples_per_s"] / rb["samples_per_s"]
+            out.append(dict(base, kind="speedup", measured=m["value"], predicted=p, err=p / m["value"] - 1.0))
+            continue
+        p = predict(m, c, r, prof)
+        out.append(dict(base, kind=m["kind"] + ("(" + m["metric"] + ")" if m["kind"] == "peak_memory" else ""),
+                        measured=m["value"], predicted=p, err=error(m, p)))
+    return out
 
+
+def evaluate(sets, cases):
+    """Simulates `cases` with the profile fields `sets`; returns (rows, failures)."""
+    rows, failures = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as ex:
+            results = list(ex.map(lambda c: run_case(c, tmp, sets), cases))
+        for c, (r, prof, err) in zip(cases, results):
+            if r is None:
+                failures.append((c["id"], err[0]))
+            else:
+                rows.extend(case_rows(c, r, prof, tmp, sets, failures))
+    return rows, failures
+
+
+selected = [c for c in doc["cases"] if not only or only in c["id"]]
+rows, failures = ([], []) if fit_mode else evaluate(global_sets, selected)
 
 def fmt(x):
     if x is None:
@@ -245,6 +284,143 @@ def summary(label, errs):
     return ("%s: %d figures, median |error| %.0f%%, worst %+.0f%% (%s), zplan higher in %d of %d"
             % (label, len(errs), 100 * med, 100 * worst[1], worst[0], over, len(errs)))
 
+
+def log_err(e):
+    return abs(math.log(1.0 + e)) if e > -1 else float("inf")
+
+
+def source_costs(rows_):
+    """Per source: the mean |ln(zplan / measured)| of its throughput figures."""
+    by = {}
+    for r in rows_:
+        if r["err"] is not None and r["kind"] in THROUGHPUT:
+            by.setdefault(r["source"], []).append(log_err(r["err"]))
+    return {k: sum(v) / len(v) for k, v in by.items()}
+
+
+def run_fit():
+    """Fit the constants of the fit spec over all sources, then leave each source out."""
+    spec = json.load(open(fitspec_path))
+    consts = spec["constants"]
+    names = [k["pointer"] for k in consts]
+    cache = {}
+    evals = [0]
+
+    def clamp(k, v):
+        v = min(max(v, k["min"]), k["max"])
+        return float("%.3g" % v)
+
+    def rows_at(x):
+        key = tuple(x[n] for n in names)
+        if key not in cache:
+            sets = dict(global_sets)
+            sets.update(x)
+            rws, fails = evaluate(sets, fit_cases)
+            if fails:
+                raise SystemExit("fidelity.sh --fit: %s failed to simulate at %s: %s" % (fails[0][0], x, fails[0][1]))
+            cache[key] = rws
+            evals[0] += 1
+            sys.stderr.write("fit: simulation %d of the set at %s\n" % (evals[0], json.dumps(x, sort_keys=True)))
+        return cache[key]
+
+    def objective(x, leave_out):
+        costs = source_costs(rows_at(x))
+        vals = [v for s_, v in costs.items() if s_ != leave_out]
+        return sum(vals) / len(vals)
+
+    def search(start, leave_out, steps):
+        # Pattern search in log space: try each constant up and down by the step, keep what
+        # lowers the objective, shrink the step when nothing does. Deterministic.
+        x = dict(start)
+        best = objective(x, leave_out)
+        for step in steps:
+            improved = True
+            while improved:
+                improved = False
+                for k in consts:
+                    n = k["pointer"]
+                    for d in (step, 1.0 / step):
+                        # A line search along the direction: keep going, doubling the move,
+                        # while the objective falls.
+                        moved = False
+                        while True:
+                            y = dict(x)
+                            y[n] = clamp(k, x[n] * d)
+                            if y[n] == x[n]:
+                                break
+                            f = objective(y, leave_out)
+                            if not f < best - 1e-6:
+                                break
+                            x, best, improved, moved = y, f, True, True
+                            d = d * d
+                        if moved:
+                            break
+        return x, best
+
+    # Only the cases with a throughput figure move the objective.
+    fit_cases = [c for c in selected if any(m["kind"] in THROUGHPUT for m in c["measured"])]
+    start = {k["pointer"]: clamp(k, k["default"]) for k in consts}
+    sources_ = sorted({c["source"] for c in fit_cases})
+    steps = spec.get("steps", [2.0, 1.25, 1.1])
+    x_all, f_all = search(start, None, steps)
+    folds = {}
+    for s_ in sources_:
+        folds[s_] = search(x_all, s_, steps[1:])[0]
+    all_rows = rows_at(x_all)
+    loso_rows = []
+    for s_ in sources_:
+        loso_rows.extend(r for r in rows_at(folds[s_]) if r["source"] == s_)
+
+    def summ(rows_, label):
+        t = [(r["id"], r["err"]) for r in rows_ if r["err"] is not None and r["kind"] in THROUGHPUT]
+        return summary(label, t)
+
+    out = []
+    if markdown:
+        out.append("| constant | start | fitted on all sources | " + " | ".join("without " + s_ for s_ in sources_) + " |")
+        out.append("|" + "---|" * (3 + len(sources_)))
+        for n in names:
+            out.append("| `%s` | %s | **%s** | %s |" % (n, fmt(start[n]), fmt(x_all[n]),
+                                                   " | ".join(fmt(folds[s_][n]) for s_ in sources_)))
+        out.append("")
+        out.append("| source | throughput figures | all-fit median error | all-fit worst | leave-one-source-out median | leave-one-source-out worst |")
+        out.append("|---|---|---|---|---|---|")
+        for s_ in sources_:
+            a = [r["err"] for r in all_rows if r["source"] == s_ and r["err"] is not None and r["kind"] in THROUGHPUT]
+            l = [r["err"] for r in loso_rows if r["source"] == s_ and r["err"] is not None and r["kind"] in THROUGHPUT]
+            if not a:
+                continue
+            worst = lambda v: max(v, key=abs)
+            out.append("| %s | %d | %.0f%% | %s | %.0f%% | %s |" % (
+                s_, len(a), 100 * statistics.median(abs(e) for e in a), pct(worst(a)),
+                100 * statistics.median(abs(e) for e in l), pct(worst(l))))
+        out.append("")
+        out.append("- " + summ(all_rows, "All-fit throughput"))
+        out.append("- " + summ(loso_rows, "Leave-one-source-out throughput"))
+        out.append("- objective (mean over sources of the mean |ln(zplan/measured)|): %.3f at the start, %.3f fitted; %d simulations of the set" % (
+            objective(start, None), f_all, evals[0]))
+    else:
+        out.append("constant" + "".join("  " + n for n in names))
+        out.append("start   " + "".join("  " + fmt(start[n]) for n in names))
+        out.append("all     " + "".join("  " + fmt(x_all[n]) for n in names))
+        for s_ in sources_:
+            out.append("w/o %s" % s_ + "".join("  " + fmt(folds[s_][n]) for n in names))
+        out.append("")
+        for r in all_rows:
+            if r["err"] is None or r["kind"] not in THROUGHPUT:
+                continue
+            l = next(q for q in loso_rows if q["id"] == r["id"] and q["kind"] == r["kind"])
+            out.append("%-36s %-14s all-fit %6s  loso %6s" % (r["id"], r["kind"], pct(r["err"]), pct(l["err"])))
+        out.append("")
+        out.append(summ(all_rows, "All-fit throughput"))
+        out.append(summ(loso_rows, "Leave-one-source-out throughput"))
+        out.append("objective %.3f -> %.3f, %d simulations of the set" % (objective(start, None), f_all, evals[0]))
+    print("\n".join(out))
+
+
+if fit_mode:
+    run_fit()
+    sys.exit(0)
 
 thr = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"] in THROUGHPUT]
 mem = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"].startswith("peak_memory")]

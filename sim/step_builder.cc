@@ -24,7 +24,7 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   // From here on only the normalized inputs: config_ and workload_ refer to inputs_.
   persistent_ = persistent_memory(sizes_, cluster, config_);
   acts_ = plan_activations(model, config_, workload_);
-  pieces_ = plan_pieces(model, cluster.profile.gpu, config_, workload_, sizes_);
+  pieces_ = plan_pieces(model, cluster.profile, config_, workload_, sizes_);
   layer_first_piece_.assign(model.layers().size() + 1, static_cast<int>(pieces_.size()));
   for (size_t p = pieces_.size(); p-- > 0;)
     layer_first_piece_[pieces_[p].layer] = static_cast<int>(p);
@@ -43,6 +43,11 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   hardware_flops_ = model_flops_ + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
+  for (const models::Layer& layer : model.layers()) {
+    for (const auto& module : layer.modules) {
+      if (module.tied_to.empty()) param_tensors_ += static_cast<double>(module.params.size());
+    }
+  }
   // Roughly: compute and gathers per piece in forward and backward, plus buckets.
   expected_tasks_ = 6 * pieces_.size() + 64;
   groups_ = zero_groups(config_.zero, cluster);
@@ -148,6 +153,51 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   t.bytes = (hardware::kAdamBytesPerParam + (copy_back ? 2 * p : 0)) * elems;
   t.work_s = hardware::cpu_adam_time_s(cluster_.profile.node, elems, 1, ranks_per_node_) +
              (copy_back ? hardware::memory_bound_time_s(gpu, 2 * p * elems) : 0);
+  return t;
+}
+
+Task StepBuilder::optimizer_checks_task(double elems, double tensors, bool on_host) const {
+  const hardware::Profile& prof = cluster_.profile;
+  const double a = sizes_.grad_accum_bytes;
+  const bool fp16 = config_.precision == Precision::kFp16;
+  Task t;
+  t.kind = TaskKind::kOptimizerGpu;
+  t.resource = Resource::kCompute;
+  double bytes = 0, ops = 0;
+  if (!on_host) {
+    // stage_1_and_2.py has_overflow_partitioned_grads_serial / stage3.py has_overflow, fp16 only
+    // (check_grad_overflow): _has_inf_or_nan(g) = g.float(), isnan, isinf, logical_or, .float(),
+    // max: reads a and writes 4, 1, 1, 1, 4 bytes, reads 4, 4, 2, 1, 4: a + 26 bytes, 6 operators
+    // per tensor.
+    if (fp16) {
+      bytes += (a + 26) * elems;
+      ops += 6 * tensors;
+    }
+    // get_grad_norm_direct: vector_norm(g.double()) per tensor: a + 8 + 8 bytes, 2 operators.
+    bytes += (a + 16) * elems;
+    ops += 2 * tensors;
+    // unscale_and_clip_grads: mul_ on the fp32 partition (read and write 4 bytes).
+    bytes += 8 * elems;
+    ops += 1;
+  }
+  t.bytes = bytes;
+  t.work_s = std::max(hardware::memory_bound_time_s(prof.gpu, bytes),
+                      hardware::host_dispatch_s(prof, ops));
+  // The overflow flag's all_reduce(MAX) (fp16) and the norm's all_reduce(SUM), each read back
+  // with .item(): small collectives, latency only; then the step's fixed host time.
+  const double small = collective(hardware::Collective::kAllReduce, 8).total_s();
+  t.latency_s = (fp16 ? 2 : 1) * small + hardware::step_overhead_s(prof);
+  return t;
+}
+
+Task StepBuilder::offload_copy_task(TaskKind kind, double bytes) const {
+  const bool pinned = config_.zero.offload_optimizer.pin_memory;
+  const bool h2d = kind == TaskKind::kH2D;
+  Task t = copy_task(kind, h2d ? Resource::kH2D : Resource::kD2H, bytes);
+  if (pinned || cluster_.profile.gpu.arch == hardware::Arch::kCpu) return t;
+  // Pageable: the driver stages it through a pinned bounce buffer while the Python thread waits.
+  t.resource = Resource::kCompute;
+  t.work_s = hardware::pageable_copy_time_s(cluster_.profile, bytes, h2d, ranks_per_node_);
   return t;
 }
 
@@ -336,12 +386,20 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   const Tier gpu = Tier::kGpu;
   const hardware::NodeSpec& node = cluster_.profile.node;
   const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
+  // The framework terms (docs/cost_model.md §14) are DeepSpeed's; a cpu device runs zplan's own
+  // executor, which has none of them.
+  const bool framework_terms = cluster_.profile.gpu.arch != hardware::Arch::kCpu;
   TaskId last;
   if (!offload) {
     // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
     // item 8).
     Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
     TaskId pt = step_task(c, prep);
+    // Partition slices of ~1/dp of the tensors (at least one) in averaged_gradients.
+    const double tensors = std::max(1.0, param_tensors_ / cluster_.gpus);
+    if (framework_terms) {
+      step_task(c, optimizer_checks_task(P, tensors, /*on_host=*/false), -1, pt);
+    }
     c.g->effect(pt, false, gpu, Category::kGrads, p * P);
     c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
     c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
@@ -350,12 +408,17 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
   } else {
     // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
+    // The norm was taken on the GPU in backward; unscale_and_clip_grads runs on the fp32 host
+    // grads (8 bytes per element at the rank's share of DRAM bandwidth) before the CPU Adam.
+    TaskId ct = framework_terms ? step_task(c, optimizer_checks_task(P, 1, /*on_host=*/true))
+                                : kNoTaskId;
     Task adam;
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
-    adam.work_s = hardware::cpu_adam_time_s(node, P, cpu_threads_, ranks_per_node_);
-    TaskId at = step_task(c, adam);
-    last = step_task(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * P), -1, at);
+    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, P, ranks_per_node_) +
+                  (framework_terms ? 8 * P * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
+    TaskId at = step_task(c, adam, -1, ct);
+    last = step_task(c, offload_copy_task(TaskKind::kH2D, p * P), -1, at);
   }
   // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
   if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
@@ -381,6 +444,14 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   const int first_cpu = offload ? static_cast<int>((1 - opt.ratio) * groups) : groups;
   TaskId prev_read = kNoTaskId, prev_write = kNoTaskId;
   TaskId last = kNoTaskId;
+  // stage3.py step(): overflow check and norm over the flat gradient partitions (one tensor per
+  // sub-group), unscale_and_clip_grads per sub-group; with offload the norms were taken on the
+  // GPU at the boundary and the unscale runs on the host grads (priced with the CPU Adam below).
+  const bool framework_terms = cluster_.profile.gpu.arch != hardware::Arch::kCpu;
+  const double gpu_part = sizes_.partition - (offload ? sizes_.cpu_partition : 0);
+  if (framework_terms) {
+    step_task(c, optimizer_checks_task(gpu_part, groups, /*on_host=*/!(gpu_part > 0)), -1);
+  }
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];
     if (g < first_cpu) {
@@ -406,7 +477,8 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     Task adam;
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
-    adam.work_s = hardware::cpu_adam_time_s(node, S, cpu_threads_, ranks_per_node_);
+    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, S, ranks_per_node_) +
+                  (framework_terms ? 8 * S * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
     TaskId at = step_task(c, adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
@@ -417,7 +489,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     }
     if (params_on_gpu) {
       // fp16_partitioned_groups_flat[i].copy_(fp32 partition): the new 16-bit params to the GPU.
-      last = step_task(c, copy_task(TaskKind::kH2D, Resource::kH2D, p * S), g, at);
+      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S), g, at);
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.
       last = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);

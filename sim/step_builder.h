@@ -130,6 +130,16 @@ class StepBuilder {
                   CommGroup group) const;
   // Elements at or below which a gradient counts as a vector for qgZ (PendingBucket::vectors).
   double qgz_vector_limit() const;
+  // Framework terms of the optimizer step (docs/cost_model.md, "The optimizer step as DeepSpeed
+  // runs it"): the passes DeepSpeed's step() makes over the rank's `elems` gradient elements in
+  // `tensors` tensors before Adam (overflow check, norm, unscale and clip), their small
+  // all-reduces and the step's fixed host time. With `on_host`, the grads are on the CPU
+  // (ZeRO-Offload) and only the synchronizations and the host time stay on the compute stream.
+  Task optimizer_checks_task(double elems, double tensors, bool on_host) const;
+  // A copy between the GPU and the offloaded optimizer's host buffers: pinned and asynchronous
+  // when offload_optimizer.pin_memory, else pageable, and then synchronous with the Python thread
+  // (PyTorch's non_blocking has no effect from pageable memory), so it holds the compute stream.
+  Task offload_copy_task(TaskKind kind, double bytes) const;
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;
@@ -147,6 +157,7 @@ class StepBuilder {
   double hardware_flops_ = 0;
   int ranks_per_node_ = 1;
   int cpu_threads_ = 1;  // CPU Adam threads of one rank
+  double param_tensors_ = 0;  // the model's parameter tensors (tied ones once)
   size_t expected_tasks_ = 0;
   // Collective costs repeat (the same module sizes in every layer): memoized per build.
   struct CostEntry {

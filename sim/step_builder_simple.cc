@@ -219,13 +219,13 @@ void StepBuilder::SimpleBackward::copy_to_host(const PendingBucket& bucket, Task
   if (c_.boundary) {
     // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
     // (ref §5.1).
-    ipg_freed_by_ = sb_.place(c_, sb_.copy_task(TaskKind::kD2H, Resource::kD2H, 4 * slice), -1,
+    ipg_freed_by_ = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H, 4 * slice), -1,
                               bucket.index, reduced);
   } else if (gas_) {
     // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.
-    TaskId ht = sb_.place(c_, sb_.copy_task(TaskKind::kH2D, Resource::kH2D, p_ * slice), -1,
+    TaskId ht = sb_.place(c_, sb_.offload_copy_task(TaskKind::kH2D, p_ * slice), -1,
                           bucket.index, reduced);
-    ipg_freed_by_ = sb_.place(c_, sb_.copy_task(TaskKind::kD2H, Resource::kD2H, p_ * slice), -1,
+    ipg_freed_by_ = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H, p_ * slice), -1,
                               bucket.index, ht);
   }
 }

@@ -340,11 +340,11 @@ void StepBuilder::Stage3Pass::offload_gradients(const PendingBucket& bucket, Tas
   const double slice = bucket.elems / n_;
   TaskId last = reduced;
   if (!c_.first && !c_.boundary) {
-    last = sb_.place(c_, sb_.copy_task(TaskKind::kH2D, Resource::kH2D, a_ * slice), -1,
+    last = sb_.place(c_, sb_.offload_copy_task(TaskKind::kH2D, a_ * slice), -1,
                      bucket.index, last);
   }
   double down = c_.boundary ? 4 * slice : a_ * slice;
-  last = sb_.place(c_, sb_.copy_task(TaskKind::kD2H, Resource::kD2H, down), -1, bucket.index,
+  last = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H, down), -1, bucket.index,
                    last);
   if (c_.boundary && z_.offload_optimizer.device == OffloadDevice::kNvme) {
     // The fp32 gradients of NVMe-swapped sub-groups are swapped out.

@@ -1,5 +1,7 @@
 #include "sim/step_costs.h"
 
+#include <algorithm>
+
 #include "hardware/cost_model.h"
 
 namespace zplan::sim {
@@ -112,9 +114,18 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
 
 }  // namespace
 
-std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSpec& gpu,
+HostOps piece_host_ops(const Piece& piece, bool stage3) {
+  const double ops = piece.end_op - piece.first_op;
+  HostOps h;
+  h.fwd = ops;
+  h.bwd = 2 * ops + (stage3 ? 0.0 : static_cast<double>(piece.grads.size()));
+  return h;
+}
+
+std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profile& profile,
                                const DsConfig& config, const Workload& workload,
                                const ZeroSizes& sizes) {
+  const hardware::GpuSpec& gpu = profile.gpu;
   const bool stage3 = config.zero.stage == 3;
   const int dtype = precision_bytes(config.precision);
   const double seq = static_cast<double>(workload.seq_len);
@@ -191,6 +202,13 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSp
       for (size_t k = params.size(); k-- > 0;) {
         pieces[owner[m]].grads.push_back(static_cast<double>(params[k].numel));
       }
+    }
+    // The host-side floor (framework term): the GPU cannot run ahead of the Python thread that
+    // issues its kernels (hardware::host_dispatch_s).
+    for (size_t p = first_piece; p < pieces.size(); ++p) {
+      const HostOps h = piece_host_ops(pieces[p], stage3);
+      pieces[p].fwd_s = std::max(pieces[p].fwd_s, hardware::host_dispatch_s(profile, h.fwd));
+      pieces[p].bwd_s = std::max(pieces[p].bwd_s, hardware::host_dispatch_s(profile, h.bwd));
     }
   }
   return pieces;

@@ -49,9 +49,20 @@ struct Piece {
   std::vector<double> grads;
 };
 
+// Host operators a piece issues: one launch per operation forward and two backward (the input
+// and the weight gradient, or the activation gradient), plus, in stages 1-2, one Python gradient
+// hook per parameter (DeepSpeed's reduce_ready_partitions_and_remove_grads,
+// deepspeed/runtime/zero/stage_1_and_2.py). Stage 3's own hooks are priced with its fetches.
+struct HostOps {
+  double fwd = 0, bwd = 0;
+};
+HostOps piece_host_ops(const Piece& piece, bool stage3);
+
 // The pieces of every layer in forward order. `module_fetch` is ZeroSizes::module_fetch for
-// stage 3 (a module needs a gather iff its entry is > 0) and ignored otherwise.
-std::vector<Piece> plan_pieces(const models::Model& model, const hardware::GpuSpec& gpu,
+// stage 3 (a module needs a gather iff its entry is > 0) and ignored otherwise. Each piece's
+// time is its kernels' at the profile's framework efficiency, but never less than the host
+// needs to issue them (hardware::host_dispatch_s of piece_host_ops).
+std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profile& profile,
                                const DsConfig& config, const Workload& workload,
                                const ZeroSizes& sizes);
 

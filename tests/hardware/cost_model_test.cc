@@ -334,5 +334,37 @@ TEST_CASE("host copies, NVMe and CPU Adam closed forms", "[hardware]") {
   CHECK(cpu_adam_time_s(v100, 0, 10, 8) == 0);
 }
 
+TEST_CASE("framework terms: host dispatch floor and step overhead, none on a cpu device",
+          "[hardware]") {
+  Profile p = load_profile("h100");
+  p.framework.host_op_s = 10e-6;
+  p.framework.step_overhead_s = 0.2;
+  CHECK(host_dispatch_s(p, 300) == Approx(3e-3));
+  CHECK(host_dispatch_s(p, 0) == 0);
+  CHECK(step_overhead_s(p) == Approx(0.2));
+  Profile cpu = cpu_box();
+  cpu.framework = p.framework;
+  CHECK(host_dispatch_s(cpu, 300) == 0);
+  CHECK(step_overhead_s(cpu) == 0);
+}
+
+TEST_CASE("framework terms: oversubscribed CPU Adam and pageable copies sharing host DRAM",
+          "[hardware]") {
+  Profile p = load_profile("a100");  // 128 cores, 280 GB/s, 60 M params/s per core
+  p.framework.cpu_oversubscription_efficiency = 0.5;
+  // One rank per node: all cores, no oversubscription: as cpu_adam_time_s.
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 1) == Approx(cpu_adam_time_s(p.node, 1e9, 128, 1)));
+  // 8 ranks: 16 cores each at half: 8 x 60 M/s = 0.48e9 /s against 1.25e9 /s of DRAM.
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.48e9));
+  // Efficiency 1: the plain fair share, as cpu_adam_time_s.
+  p.framework.cpu_oversubscription_efficiency = 1;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(cpu_adam_time_s(p.node, 1e9, 16, 8)));
+  CHECK(offload_cpu_adam_time_s(p, 0, 8) == 0);
+  // Pageable: one rank alone at its 13.8 GB/s; 8 ranks at 280 / (3 x 8) = 11.7 GB/s each.
+  CHECK(pageable_copy_time_s(p, 1e9, true, 1) == Approx(1e9 / 13.8e9));
+  CHECK(pageable_copy_time_s(p, 1e9, false, 8) == Approx(1e9 / (280e9 / 24)));
+  CHECK(pageable_copy_time_s(p, 0, true, 8) == 0);
+}
+
 }  // namespace
 }  // namespace zplan::hardware

@@ -212,6 +212,25 @@ TEST_CASE("profile_to_json inverts profile_from_json", "[hardware]") {
   CHECK(profile_to_json(p) == doc);
 }
 
+TEST_CASE("the framework section: fitted defaults unless a profile overrides them", "[hardware]") {
+  // The stock profiles carry no framework section: they get the fitted constants, and
+  // profile_to_json writes none back (a later fit must not be pinned by a written profile).
+  const Profile stock = load_profile("h100");
+  const FrameworkSpec& fitted = fitted_framework();
+  CHECK(stock.framework.host_op_s == fitted.host_op_s);
+  CHECK(stock.framework.step_overhead_s == fitted.step_overhead_s);
+  CHECK(stock.framework.cpu_oversubscription_efficiency == fitted.cpu_oversubscription_efficiency);
+  CHECK_FALSE(profile_to_json(stock).contains("framework"));
+  // An override is read in its file units and written back as it was.
+  json doc = stock_json("h100");
+  doc["framework"] = {{"host_op_us", 25}, {"step_overhead_ms", 120}};
+  const Profile p = profile_from_json(doc, "x.json");
+  CHECK(p.framework.host_op_s == Approx(25e-6));
+  CHECK(p.framework.step_overhead_s == Approx(0.12));
+  CHECK(p.framework.cpu_oversubscription_efficiency == fitted.cpu_oversubscription_efficiency);
+  CHECK(profile_to_json(p) == doc);
+}
+
 TEST_CASE("profile_to_json of computed values is stable after one round", "[hardware]") {
   Profile p = load_profile("h100");
   p.node.intra_busbw_bytes_per_s = 1.0 / 3.0 * 1e12;  // not representable with 15 digits
@@ -284,6 +303,12 @@ TEST_CASE("profile validation names the file and the JSON pointer in one line", 
        "x.json: /collectives/0/regimes/0/beta_us_per_mb", "out of range"},
       {with("/node/gpus_per_node", 1e12), "x.json: /node/gpus_per_node", "from 1 to"},
       {with("/node/intra_latency_us", 2), "x.json: /node/intra_latency_us", "only used"},
+      {with("/framework/host_op_us", -3), "x.json: /framework/host_op_us", "negative"},
+      {with("/framework/step_overhead_ms", 2e6), "x.json: /framework/step_overhead_ms",
+       "out of range (0 to 1e6 ms)"},
+      {with("/framework/cpu_oversubscription_efficiency", 0),
+       "x.json: /framework/cpu_oversubscription_efficiency", "(0, 1]"},
+      {with("/framework/python_us", 1), "x.json: /framework/python_us", "unknown key"},
       {with("/gpu/arch", "cpu"), "x.json: /node/intra_link", "must be \"shm\""},
       {with("/sources/~1gpu~1name", 7), "x.json: /sources/~1gpu~1name", "must be a string"},
       {with("/provenance", "today"), "x.json: /provenance", "must be an object"},

@@ -27,6 +27,7 @@ inline hardware::Profile ideal_profile() {
   p.gpu.attention_efficiency = 1;
   p.gpu.comm_compute_slowdown = 0;
   p.gpu.framework_efficiency = 1;
+  p.framework = hardware::FrameworkSpec();  // no framework terms (hardware/framework.h)
   p.node.gpus_per_node = 8;
   p.node.intra_link = hardware::IntraLink::kNvlink;
   p.node.intra_busbw_bytes_per_s = 200e9;

@@ -1,0 +1,39 @@
+// FrameworkSpec: what the software stack around the kernels costs (eager PyTorch + DeepSpeed), as
+// opposed to what the hardware costs (profile.h). Each member is one mechanism, priced by the
+// framework functions of cost_model.h; docs/cost_model.md §14 derives each term.
+//
+// The values no source gives are FITTED once over the public fidelity set
+// (tests/fidelity/cases.json) by `scripts/fidelity.sh --fit` (tests/fidelity/fit.json), with a
+// leave-one-source-out check; docs/fidelity.md reports both. The fitted values live in ONE place,
+// fitted_framework() in framework.cc, never as per-case factors. A profile may override any of
+// them in its optional "framework" section (docs/formats.md); the fit does exactly that.
+//
+// A default-constructed FrameworkSpec charges nothing (the idealized profiles of the tests); a
+// profile read from JSON starts from fitted_framework(). CPU "devices" (arch cpu, zplan's own
+// executor, docs/validation.md) run no Python and no OpenMP pool per rank, so the framework
+// functions charge them nothing either.
+#ifndef ZPLAN_HARDWARE_FRAMEWORK_H_
+#define ZPLAN_HARDWARE_FRAMEWORK_H_
+
+namespace zplan::hardware {
+
+struct FrameworkSpec {
+  // Host time to issue one eager operator: Python, the ATen dispatcher and the CUDA launch. The
+  // GPU runs asynchronously, so a stretch of work takes max(kernel time, ops x this).
+  double host_op_s = 0;
+  // Host time of one optimizer step outside the kernels it launches: DeepSpeedEngine.step()'s
+  // Python, the loss scaler, the LR scheduler, zero_grad, the data loader's next batch.
+  double step_overhead_s = 0;
+  // Fraction of its fair share of the host cores (cores / ranks per node) that one rank's
+  // DeepSpeedCPUAdam reaches when every rank of the node runs it at once (deepspeed/launcher/
+  // launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank, so by default the ranks'
+  // OpenMP pools oversubscribe the cores). 1 = no loss.
+  double cpu_oversubscription_efficiency = 1;
+};
+
+// The fitted constants (framework.cc): what every profile read from JSON starts from.
+const FrameworkSpec& fitted_framework();
+
+}  // namespace zplan::hardware
+
+#endif  // ZPLAN_HARDWARE_FRAMEWORK_H_
