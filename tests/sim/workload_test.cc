@@ -123,7 +123,7 @@ TEST_CASE("fused causal attention executes half the s^2 products; eager all, plu
   const ZeroSizes sizes = zero_sizes(model, 1, c);
   const double s = 4096, a = 32, d = 128;
   auto block = [&](Attention att) {
-    return plan_pieces(model, gpu, c, Workload{4096, att}, sizes)[1];
+    return plan_pieces(model, prof, c, Workload{4096, att}, sizes)[1];
   };
   const Piece sdpa = block(Attention::kSdpa), eager = block(Attention::kEager);
   const Piece flash3 = block(Attention::kFlash3);
