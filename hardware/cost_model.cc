@@ -130,15 +130,6 @@ double ring_steps(Collective op, int n) {
   return op == Collective::kAllReduce ? 2.0 * (n - 1) : double(n - 1);
 }
 
-// Network bandwidth of one node for a job with `ppn` of its GPUs: a rail-optimised node gives
-// each GPU its share of the NICs, and one GPU alone still drives a whole NIC [est, §5.3].
-double node_network_bw(const Profile& p, int ppn) {
-  const double nics = p.network.nics_per_node;
-  const int gpn = std::max(1, p.node.gpus_per_node);
-  double used = std::clamp(nics * ppn / gpn, std::min(1.0, nics), nics);
-  return used * p.network.nic_bw_bytes_per_s;
-}
-
 // The fraction of a node's NIC bandwidth a collective across `nodes` nodes gets (above).
 double fabric_efficiency(int nodes) {
   if (nodes <= kFabricFullNodes) return 1.0;
@@ -356,6 +347,15 @@ CollectiveCost from_table(const CollectiveTable& t, double bytes) {
 double share(double total, int ways) { return total / std::max(1, ways); }
 
 }  // namespace
+
+// A rail-optimised node gives each GPU its share of the NICs, and one GPU alone still drives a
+// whole NIC [est, §5.3].
+double node_network_bw(const Profile& p, int ppn) {
+  const double nics = p.network.nics_per_node;
+  const int gpn = std::max(1, p.node.gpus_per_node);
+  double used = std::clamp(nics * ppn / gpn, std::min(1.0, nics), nics);
+  return used * p.network.nic_bw_bytes_per_s;
+}
 
 double gemm_efficiency(const GpuSpec& gpu, double flops) {
   const auto& curve = gpu.gemm_efficiency;

@@ -50,6 +50,9 @@ struct CollectiveCost {
 // A group of one rank costs nothing.
 CollectiveCost collective_cost(const Cluster& cluster, Collective op, double bytes);
 
+// Network bandwidth of one node, bytes/s, for a job that runs `ppn` of its GPUs there.
+double node_network_bw(const Profile& p, int ppn);
+
 // Host <-> device copy of `bytes` from one GPU alone (pinned or pageable host memory).
 double h2d_time_s(const NodeSpec& node, double bytes, bool pinned);
 double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);

@@ -20,15 +20,6 @@ CommGroup consecutive(int ranks, int gpus_per_node) {
   return g;
 }
 
-// The network bandwidth a group with `ppn` ranks on each node reaches in the cost model:
-// NCCL's rail-optimised share of the NICs, at least one whole NIC (hardware/cost_model.cc
-// node_network_bw, which this mirrors).
-double model_net_bw(const hardware::Profile& p, int ppn) {
-  const double nics = p.network.nics_per_node;
-  const int gpn = std::max(1, p.node.gpus_per_node);
-  return std::clamp(nics * ppn / gpn, std::min(1.0, nics), nics) * p.network.nic_bw_bytes_per_s;
-}
-
 // Inter- and intra-node bytes one rank sends in collective `op` of `bytes` inside `g`, by the
 // hierarchical view (ref nccl_hardware §5): a rail hop among the group's nodes carries 1/r of
 // the buffer, the intra-node hop all of it.
@@ -92,8 +83,8 @@ hardware::CollectiveCost group_collective_cost(const hardware::Cluster& cluster,
     // lone group at least a whole NIC.
     const hardware::Profile& p = cluster.profile;
     const double intra = p.node.intra_busbw_bytes_per_s;
-    const double alone = std::min(intra, model_net_bw(p, ppn));
-    const double shared = std::min(intra, model_net_bw(p, job_ppn) * ppn / job_ppn);
+    const double alone = std::min(intra, hardware::node_network_bw(p, ppn));
+    const double shared = std::min(intra, hardware::node_network_bw(p, job_ppn) * ppn / job_ppn);
     if (shared > 0 && alone > shared) cost.transfer_s *= alone / shared;
   }
   return cost;
