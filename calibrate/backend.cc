@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu_threads.h"
+
 namespace zplan::calibrate {
 
 const char* sweep_name(Sweep sweep) {
@@ -16,9 +18,9 @@ const char* sweep_name(Sweep sweep) {
   return "?";
 }
 
-int threads_per_rank(const ProbeOptions& options, int cpus, int local_ranks) {
+int threads_per_rank(const ProbeOptions& options, int cpus, int local_ranks, int usable) {
   if (options.threads > 0) return options.threads;
-  return std::max(1, cpus / std::max(1, local_ranks));
+  return kernels::rank_threads(cpus, local_ranks, usable);
 }
 
 std::vector<GemmShape> linear_layer_gemms(int64_t tokens, int64_t in, int64_t out) {

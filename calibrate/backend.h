@@ -33,7 +33,8 @@ const char* sweep_name(Sweep sweep);  // "tiny", "quick", "full"
 struct ProbeOptions {
   Sweep sweep = Sweep::kQuick;
   // Threads per rank for BLAS, Adam and the memory kernel; 0 = the node's online CPUs divided by
-  // its ranks (what each rank of a training run, or of zplan's executor, gets).
+  // its ranks (what each rank of a training run, or of zplan's executor, gets), at most the CPUs
+  // the rank is bound to (kernels/cpu_threads.h).
   int threads = 0;
   std::string nvme_path = ".";  // directory for the NVMe probe's (unlinked) temporary files
   // Collective sizes, nccl-tests' -b / -e / -f; 0 = the sweep's default.
@@ -44,8 +45,9 @@ struct ProbeOptions {
   double fake_delay_s = 0;
 };
 
-// Threads per rank for `options` on a node of `cpus` online CPUs shared by `local_ranks` ranks.
-int threads_per_rank(const ProbeOptions& options, int cpus, int local_ranks);
+// Threads per rank for `options` on a node of `cpus` online CPUs shared by `local_ranks` ranks,
+// each of which may run on `usable` CPUs (kernels::rank_threads).
+int threads_per_rank(const ProbeOptions& options, int cpus, int local_ranks, int usable);
 
 class Backend {
  public:

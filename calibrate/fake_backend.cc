@@ -54,7 +54,7 @@ void FakeBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& pro
   h.cpu_cores = spec_.cpu_cores;
   h.memory_bytes = spec_.memory_bytes;
   h.ranks_per_node = spec_.ranks / spec_.nodes;
-  h.threads_per_rank = threads_per_rank(o, spec_.cpu_cores, h.ranks_per_node);
+  h.threads_per_rank = threads_per_rank(o, spec_.cpu_cores, h.ranks_per_node, spec_.cpu_cores);
   h.h2d_pinned_bytes_per_s = h.d2h_pinned_bytes_per_s = spec_.copy_bytes_per_s;
   h.h2d_pageable_bytes_per_s = h.d2h_pageable_bytes_per_s = spec_.copy_bytes_per_s;
   h.pinned_note = "mlock";

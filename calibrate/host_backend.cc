@@ -21,6 +21,7 @@
 #include "calibrate/block_io.h"
 #include "kernels/cpu_adam.h"
 #include "kernels/cpu_gemm.h"
+#include "kernels/cpu_threads.h"
 
 namespace zplan::calibrate {
 
@@ -344,10 +345,22 @@ void HostBackend::measure(kernels::Comm& g, const ProbeOptions& o, Progress& pro
   h.measured = true;
   h.cpu_model = cpu.model;
   h.cpu_vendor = cpu.vendor;
-  h.cpu_cores = cpu.online_cpus;
   h.memory_bytes = cpu.memory_bytes;
   h.ranks_per_node = g.local_size();
-  h.threads_per_rank = threads_per_rank(o, cpu.online_cpus, g.local_size());
+  h.threads_per_rank =
+      threads_per_rank(o, cpu.online_cpus, g.local_size(), kernels::usable_cpus());
+  // The node's CPUs as its ranks use them: all online CPUs, or fewer when the launcher bound each
+  // rank to fewer than its share (Open MPI binds to one core per rank for up to 2 ranks), so
+  // that the profile's per-rank threads (cpu_cores / ranks, sim/step_builder.cc) are the ones
+  // measured here.
+  h.cpu_cores = std::min(cpu.online_cpus, h.threads_per_rank * h.ranks_per_node);
+  if (o.threads == 0 && h.cpu_cores < cpu.online_cpus) {
+    progress.note("host: each rank may run on " + std::to_string(h.threads_per_rank) + " of the " +
+                  std::to_string(cpu.online_cpus) +
+                  " online CPUs (its affinity: mpirun binds up to 2 ranks to a core each); "
+                  "measuring with that many threads and writing cpu_cores " +
+                  std::to_string(h.cpu_cores) + " (mpirun --bind-to none gives each rank its share)");
+  }
   const HostSizes sz = host_sizes(o.sweep);
   double flush = 0;
   if (o.sweep != Sweep::kTiny) {

@@ -57,7 +57,9 @@ void apply_host(const HostMeasurements& h, hardware::Profile* p, Recorder& rec) 
   n.cpu_vendor = h.cpu_vendor;
   rec.measured("/node/cpu_vendor", "/proc/cpuinfo vendor_id of " + h.cpu_model);
   n.cpu_cores = h.cpu_cores;
-  rec.measured("/node/cpu_cores", "online CPUs (sysconf _SC_NPROCESSORS_ONLN)");
+  rec.measured("/node/cpu_cores",
+               "online CPUs (sysconf _SC_NPROCESSORS_ONLN), or ranks x threads per rank when the "
+               "launcher bound the ranks to fewer (sched_getaffinity)");
   n.host_memory_bytes = h.memory_bytes;
   rec.measured("/node/host_memory_gib", "physical memory (sysconf _SC_PHYS_PAGES)");
   // What the node's ranks reach together with in-place kernels -- zplan's memory kernel, and Adam,

@@ -134,6 +134,7 @@ int run_validate(ValidateCliOptions o) {
   ro.ranks = o.ranks;
   ro.cuda = cuda;
   ro.ranks_per_node = s.cluster.gpus_per_node();
+  ro.node_cpus = s.cluster.profile.node.cpu_cores;
   ro.comm_timeout_s = o.comm_timeout_s;
   executor::Rank me(ro);
   const int rank = me.rank();

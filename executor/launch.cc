@@ -15,6 +15,7 @@
 
 #include "executor/executor.h"
 #include "base/input_error.h"
+#include "kernels/cpu_threads.h"
 
 namespace zplan::executor {
 
@@ -80,9 +81,16 @@ RelaunchResult relaunch_under_mpirun(int ranks) {
   // Open MPI (ompi_info beside mpirun) refuses root and more ranks than cores without these.
   const std::string dir = mpirun.substr(0, mpirun.rfind('/'));
   if (access((dir + "/ompi_info").c_str(), X_OK) == 0) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    argv.insert(argv.end(), {"--allow-run-as-root", "--oversubscribe", "--bind-to",
-                             static_cast<unsigned>(ranks) <= cores ? "core" : "none"});
+    // Open MPI's own default binds each of up to 2 ranks to a single core, which would leave a
+    // rank's BLAS threads (its share of the cores) taking turns on that core.
+    const int cores = kernels::usable_cpus();
+    argv.insert(argv.end(), {"--allow-run-as-root", "--oversubscribe"});
+    if (ranks <= cores) {
+      argv.insert(argv.end(), {"--map-by", "slot:PE=" + std::to_string(cores / ranks),
+                               "--bind-to", "core"});
+    } else {
+      argv.insert(argv.end(), {"--bind-to", "none"});
+    }
   }
   argv.insert(argv.end(), {"-np", std::to_string(ranks), own_executable()});
   for (const std::string& a : own_arguments()) argv.push_back(a);
@@ -131,8 +139,10 @@ Rank::Rank(const RankOptions& o) {
     device_ = make_cuda_device(comm_.get(), o.comm_timeout_s);
   } else {
     CpuDeviceOptions dev;
-    dev.blas_threads = std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, o.ranks_per_node));
+    const int cpus = o.node_cpus > 0
+                         ? o.node_cpus
+                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    dev.blas_threads = kernels::rank_threads(cpus, o.ranks_per_node, kernels::usable_cpus());
     device_ = make_cpu_device(comm_.get(), dev);
   }
 }

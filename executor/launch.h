@@ -27,14 +27,18 @@ struct RelaunchResult {
 };
 
 // Runs this same command (its own executable and arguments) under `mpirun -np ranks` and waits
-// for it. With Open MPI it allows root and oversubscription, and binds ranks to cores when there
-// are enough of them. Throws InputError when mpirun is not on PATH or cannot be started.
+// for it. With Open MPI it allows root and oversubscription, and binds each rank to its share of
+// the cores (cores / ranks of them, --map-by slot:PE=k) when there are enough of them. Throws InputError when mpirun is not on PATH or cannot be started.
 RelaunchResult relaunch_under_mpirun(int ranks);
 
 struct RankOptions {
   int ranks = 1;
   bool cuda = false;           // the CUDA device (one GPU per rank, NCCL), else the CPU device
-  int ranks_per_node = 1;      // the CPU device's BLAS threads: this node's cores / ranks_per_node
+  // The CPU device's BLAS threads: the profile's CPUs per node (0: this machine's) shared by
+  // ranks_per_node ranks, at most the CPUs the rank is bound to (kernels/cpu_threads.h), so that
+  // the executor runs the threads the simulation prices (sim/step_builder.cc).
+  int ranks_per_node = 1;
+  int node_cpus = 0;
   double comm_timeout_s = 60;  // a collective without progress this long aborts the job
 };
 

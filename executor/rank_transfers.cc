@@ -12,6 +12,7 @@
 #include "executor/rank.h"
 #include "executor/rank_internal.h"
 #include "base/input_error.h"
+#include "kernels/cpu_threads.h"
 #include "sim/memory_model.h"
 
 namespace zplan::executor {
@@ -232,7 +233,10 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
 
 void ExecutorRank::optimizer_cpu(const sim::Task& t) {
   const kernels::AdamHyper& hp = options_.adam;
-  const int threads = std::max(1, cluster_.profile.node.cpu_cores / cluster_.gpus_per_node());
+  // The rank's share of the profile's cores, as offload_cpu_adam_time_s prices it, on the CPUs
+  // the rank may run on.
+  const int threads = kernels::rank_threads(cluster_.profile.node.cpu_cores,
+                                            cluster_.gpus_per_node(), kernels::usable_cpus());
   if (stage_ <= 2) {
     // DeepSpeedCPUAdam over the partition, writing the 16-bit copy (ref §5.1).
     const int64_t P = layout_.partition();

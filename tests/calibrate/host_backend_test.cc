@@ -3,6 +3,8 @@
 // machine is shared, and performance is measured by `zplan calibrate`, not by unit tests.
 #include "calibrate/host_backend.h"
 
+#include <algorithm>
+#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include "calibrate/block_io.h"
 #include "calibrate/calibrate.h"
 #include "base/input_error.h"
+#include "kernels/cpu_threads.h"
 #include "tests/calibrate/calibrate_test_util.h"
 
 namespace zplan::calibrate {
@@ -64,11 +67,19 @@ TEST_CASE("a missing --nvme-path stops the host backend before it measures", "[c
 
 TEST_CASE("threads per rank: the node's CPUs shared by its ranks", "[calibrate][host]") {
   ProbeOptions o;
-  CHECK(threads_per_rank(o, 16, 8) == 2);
-  CHECK(threads_per_rank(o, 2, 2) == 1);
-  CHECK(threads_per_rank(o, 2, 4) == 1);
+  CHECK(threads_per_rank(o, 16, 8, 16) == 2);
+  CHECK(threads_per_rank(o, 2, 2, 2) == 1);
+  CHECK(threads_per_rank(o, 2, 4, 2) == 1);
+  // mpirun's default --bind-to core for 2 ranks on a 16-CPU node: one thread on the one core,
+  // not 8 threads taking turns on it.
+  CHECK(threads_per_rank(o, 16, 2, 1) == 1);
+  // Bound to a socket of 8 CPUs with 4 ranks per node of 16: the share, 4.
+  CHECK(threads_per_rank(o, 16, 4, 8) == 4);
+  CHECK(threads_per_rank(o, 16, 2, 0) == 1);
   o.threads = 3;
-  CHECK(threads_per_rank(o, 2, 2) == 3);
+  CHECK(threads_per_rank(o, 2, 2, 1) == 3);
+  CHECK(kernels::usable_cpus() >= 1);
+  CHECK(kernels::usable_cpus() <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   CpuInfo cpu = read_cpu_info();
   CHECK(cpu.online_cpus >= 1);
   CHECK(cpu.memory_bytes > 0);
