@@ -306,8 +306,9 @@ hardware::Profile cpu_base_profile(const HostMeasurements& h, int nodes, double 
                   std::to_string(h.threads_per_rank) +
                   " thread(s) per rank; built from the measurements of zplan calibrate";
   hardware::GpuSpec& g = p.gpu;
-  g.name = h.cpu_model + " (1 of " + std::to_string(h.ranks_per_node) + " ranks, " +
-           std::to_string(h.threads_per_rank) + " threads)";
+  g.name = h.cpu_model + " (1 of " + std::to_string(h.ranks_per_node) + " rank" +
+           (h.ranks_per_node == 1 ? "" : "s") + ", " + std::to_string(h.threads_per_rank) +
+           " thread" + (h.threads_per_rank == 1 ? "" : "s") + ")";
   g.arch = hardware::Arch::kCpu;
   g.memory_bytes = h.memory_bytes / h.ranks_per_node;
   rec.estimated("/gpu/memory_gib", "the node's memory split evenly between its ranks");

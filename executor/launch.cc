@@ -70,6 +70,15 @@ bool needs_mpirun(int ranks) {
   return true;
 }
 
+std::vector<std::string> open_mpi_binding(int ranks, int cpus) {
+  // Open MPI's own default binds each of up to 2 ranks to a single core, which would leave a
+  // rank's BLAS threads (its share of the cores) taking turns on that core.
+  if (ranks >= 1 && ranks <= cpus) {
+    return {"--map-by", "slot:PE=" + std::to_string(cpus / ranks), "--bind-to", "core"};
+  }
+  return {"--bind-to", "none"};
+}
+
 RelaunchResult relaunch_under_mpirun(int ranks) {
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) {
@@ -81,16 +90,8 @@ RelaunchResult relaunch_under_mpirun(int ranks) {
   // Open MPI (ompi_info beside mpirun) refuses root and more ranks than cores without these.
   const std::string dir = mpirun.substr(0, mpirun.rfind('/'));
   if (access((dir + "/ompi_info").c_str(), X_OK) == 0) {
-    // Open MPI's own default binds each of up to 2 ranks to a single core, which would leave a
-    // rank's BLAS threads (its share of the cores) taking turns on that core.
-    const int cores = kernels::usable_cpus();
     argv.insert(argv.end(), {"--allow-run-as-root", "--oversubscribe"});
-    if (ranks <= cores) {
-      argv.insert(argv.end(), {"--map-by", "slot:PE=" + std::to_string(cores / ranks),
-                               "--bind-to", "core"});
-    } else {
-      argv.insert(argv.end(), {"--bind-to", "none"});
-    }
+    for (std::string& a : open_mpi_binding(ranks, kernels::usable_cpus())) argv.push_back(a);
   }
   argv.insert(argv.end(), {"-np", std::to_string(ranks), own_executable()});
   for (const std::string& a : own_arguments()) argv.push_back(a);

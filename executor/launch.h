@@ -6,6 +6,8 @@
 #define ZPLAN_EXECUTOR_LAUNCH_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "executor/device.h"
 #include "kernels/comm.h"
@@ -30,6 +32,11 @@ struct RelaunchResult {
 // for it. With Open MPI it allows root and oversubscription, and binds each rank to its share of
 // the cores (cores / ranks of them, --map-by slot:PE=k) when there are enough of them. Throws InputError when mpirun is not on PATH or cannot be started.
 RelaunchResult relaunch_under_mpirun(int ranks);
+
+// Open MPI's mapping and binding arguments for `ranks` ranks on `cpus` CPUs: each rank bound to
+// its share, cpus / ranks cores (--map-by slot:PE=k --bind-to core); unbound when the ranks
+// outnumber the CPUs.
+std::vector<std::string> open_mpi_binding(int ranks, int cpus);
 
 struct RankOptions {
   int ranks = 1;

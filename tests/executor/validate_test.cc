@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/device.h"
+#include "executor/launch.h"
 #include "kernels/comm.h"
 
 #if defined(ZPLAN_BINARY)
@@ -62,6 +64,17 @@ const char* const kTinyCase =
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST_CASE("the re-launch binds each rank to its share of the CPUs, not to one core",
+          "[executor]") {
+  using V = std::vector<std::string>;
+  // 2 ranks on a 16-CPU node: 8 cores each (Open MPI's default would bind each to one core
+  // while the rank runs 8 BLAS threads).
+  CHECK(open_mpi_binding(2, 16) == V{"--map-by", "slot:PE=8", "--bind-to", "core"});
+  CHECK(open_mpi_binding(2, 2) == V{"--map-by", "slot:PE=1", "--bind-to", "core"});
+  CHECK(open_mpi_binding(3, 8) == V{"--map-by", "slot:PE=2", "--bind-to", "core"});
+  CHECK(open_mpi_binding(4, 2) == V{"--bind-to", "none"});
 }
 
 TEST_CASE("zplan validate re-launches under mpirun and compares a tiny step", "[executor]") {
