@@ -1,8 +1,8 @@
 // Reading, checking and writing a ds_config.json the way DeepSpeed 0.19 reads it. This file has
 // the top level (deepspeed/runtime/config.py: gradient_clipping, data_types; precision_config.py:
-// fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py) and the helpers the
-// parts share; zero_config_batch.cc has the batch keys, zero_optimization.cc the
-// zero_optimization block.
+// fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py) and the entry points;
+// zero_config_batch.cc has the batch keys, zero_optimization.cc the zero_optimization block,
+// top_level_keys.cc the keys kept whole in DsConfig::other, block_reader.cc the shared readers.
 // Sources: reference/deepspeed_internals.md §1.
 #include "sim/ds_config/zero_config.h"
 
@@ -66,144 +66,12 @@ const char* offload_device_name(OffloadDevice d) {
 
 int precision_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 
-namespace internal {
-
-void Locator::redirect(const std::string& pointer, const std::string& actual) {
-  redirects_[pointer] = actual;
-}
-
-std::string Locator::at(const std::string& pointer) const {
-  for (std::string p = pointer; !p.empty();) {
-    auto it = redirects_.find(p);
-    if (it != redirects_.end()) return json_location(file_, it->second);
-    size_t slash = p.rfind('/');
-    p.resize(slash == std::string::npos ? 0 : slash);
-  }
-  return json_location(file_, pointer);
-}
-
-void Locator::fail(const std::string& pointer, const std::string& problem) const {
-  throw InputError(at(pointer), problem);
-}
-
-bool BlockReader::given(std::string_view key) const {
-  auto it = reader_.json().find(key);
-  if (it == reader_.json().end()) return false;
-  return !(auto_rule_ == AutoRule::kMeansDefault && it->is_string() &&
-           it->get_ref<const std::string&>() == "auto");
-}
-
-bool BlockReader::has_value(std::string_view key, Null null, const char* expected) const {
-  auto it = reader_.json().find(key);
-  if (it == reader_.json().end()) return false;
-  if (it->is_null()) {
-    if (null == Null::kMeansDefault) return false;
-    reader_.fail(key, std::string("must be ") + expected + ", got null");
-  }
-  if (it->is_string() && it->get_ref<const std::string&>() == "auto") {
-    if (auto_rule_ == AutoRule::kMeansDefault) return false;
-    reader_.fail(key,
-                 "\"auto\" is not accepted inside this block (DeepSpeed drops \"auto\" only "
-                 "directly inside zero_optimization, fp16 and bf16; the Hugging Face Trainer "
-                 "fills the batch keys and a few others)");
-  }
-  return true;
-}
-
-std::optional<bool> BlockReader::boolean(std::string_view key, Null null) const {
-  if (!has_value(key, null, "true or false")) return std::nullopt;
-  return reader_.boolean(key);
-}
-
-std::optional<int64_t> BlockReader::integer(std::string_view key, Null null) const {
-  if (!has_value(key, null, "an integer")) return std::nullopt;
-  return reader_.integer(key);
-}
-
-std::optional<double> BlockReader::number(std::string_view key, Null null) const {
-  if (!has_value(key, null, "a number")) return std::nullopt;
-  return reader_.number(key);
-}
-
-std::optional<std::string> BlockReader::string(std::string_view key, Null null) const {
-  if (!has_value(key, null, "a string")) return std::nullopt;
-  return reader_.string(key);
-}
-
-const nlohmann::json* BlockReader::object(std::string_view key, Null null) const {
-  if (!has_value(key, null, "an object")) return nullptr;
-  const nlohmann::json& v = *reader_.json().find(key);
-  if (!v.is_object()) reader_.fail(key, "must be an object, got " + describe_json_value(v));
-  return &v;
-}
-
-namespace {
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 0; i < a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i + 1;
-    for (size_t j = 0; j < b.size(); ++j) {
-      size_t above = row[j + 1];
-      row[j + 1] = std::min({above + 1, row[j] + 1, diagonal + (a[i] == b[j] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
-void Errors::add(const InputError& e) { errors_.push_back(e); }
-
-void Errors::throw_if_any() const {
-  if (errors_.empty()) return;
-  if (errors_.size() == 1) throw errors_.front();
-  std::string problem = errors_.front().problem();
-  const size_t shown = std::min(errors_.size(), kMaxLines);
-  for (size_t i = 1; i < shown; ++i) problem += "\n" + std::string(errors_[i].what());
-  if (errors_.size() > shown) {
-    problem += "\n(and " + std::to_string(errors_.size() - shown) + " more problems)";
-  }
-  throw InputError(errors_.front().where(), problem);
-}
-
-void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
-                         AutoRule auto_rule, std::string_view block, Errors& errors) {
-  for (const auto& [key, value] : reader.json().items()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    // DeepSpeedConfigModel drops "auto" members before pydantic looks for unknown keys.
-    if (auto_rule == AutoRule::kMeansDefault && value.is_string() &&
-        value.get_ref<const std::string&>() == "auto") {
-      continue;
-    }
-    std::string problem = "unknown key (" + std::string(block) + " does not accept it)";
-    std::string_view best;
-    size_t best_distance = 4;  // suggest only near misses
-    if (key.size() <= 64) {
-      for (std::string_view k : known) {
-        size_t d = edit_distance(key, k);
-        if (d < best_distance) {
-          best = k;
-          best_distance = d;
-        }
-      }
-    }
-    if (!best.empty()) problem += "; did you mean " + json_quoted(best) + "?";
-    errors.step([&] { reader.fail(key, problem); });
-  }
-}
-
-std::string json_quoted(std::string_view text) { return nlohmann::json(std::string(text)).dump(); }
-
-}  // namespace internal
 
 namespace {
 
 using internal::AutoRule;
 using internal::BlockReader;
+using internal::check_unmodeled_top_keys;
 using internal::Errors;
 using internal::json_quoted;
 using internal::kGasKey;
@@ -213,6 +81,8 @@ using internal::Locator;
 using internal::Null;
 using internal::product;
 using internal::read_batch;
+using internal::reject_other_communication_dtype;
+using internal::top_block;
 using nlohmann::json;
 
 // What the Hugging Face Trainer fills an "auto" gradient_clipping with when the command line does
@@ -274,16 +144,6 @@ json unmodeled_members(const json& block, std::span<const std::string_view> mode
     out[key] = value;
   }
   return out;
-}
-
-// A top-level block that must be an object when present. nullopt when absent (or null, if
-// DeepSpeed takes null as absent there).
-std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null null) {
-  auto it = top.json().find(key);
-  if (it == top.json().end()) return std::nullopt;
-  if (it->is_null() && null == Null::kMeansDefault) return std::nullopt;
-  if (!it->is_object()) top.fail(key, "must be an object, got " + describe_json_value(*it));
-  return top.child(key);
 }
 
 // --- fp16 / bf16 / data_types (precision_config.py, config.py, §1.4) ---
@@ -573,29 +433,6 @@ void read_gradient_clipping(const JsonReader& top, DsConfig& c) {
   }
 }
 
-// get_communication_data_type (config.py) lower-cases it and accepts three names.
-void check_communication_data_type(const JsonReader& top) {
-  if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
-    const std::string lower = ascii_lower(*v);
-    if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
-      top.fail("communication_data_type",
-               "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));
-    }
-  }
-}
-
-// The engine reduces gradients in communication_data_type when it is given, else in the training
-// precision (engine.py communication_data_type); zplan's collectives move the training
-// precision's bytes, so another dtype is refused rather than ignored.
-void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c) {
-  std::optional<std::string> v = top.optional_string("communication_data_type");
-  if (!v || ascii_lower(*v) == precision_name(c.precision)) return;
-  top.fail("communication_data_type", "not modelled: collectives in " + ascii_lower(*v) +
-                                          " while training in " + precision_name(c.precision) +
-                                          " (zplan sends gradients in the training " +
-                                          "precision); remove it to plan that");
-}
-
 // DsConfig::other keeps every top-level key DsConfig does not model, for writing back.
 void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
   const bool deprecated_zero =
@@ -611,97 +448,6 @@ void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
                          (deprecated_zero && key == "allgather_size");
     if (!modeled) c.other[key] = value;
   }
-}
-
-// Apex amp (an "amp" block) is neither fp16 nor bf16 as DsConfig models them.
-void reject_apex_amp(const JsonReader& top) {
-  if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
-    if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
-      amp->fail("enabled",
-                "true turns on apex amp mixed precision, which zplan does not model; "
-                "use \"fp16\" or \"bf16\" instead");
-    }
-  }
-}
-
-// CompileConfig (deepspeed/compile/config.py, DeepSpeed 0.19.5), read by DeepSpeedConfig with
-// extra="forbid". torch.compile itself runs only when the script calls engine.compile(); zplan
-// times eager kernels either way. DeepCompile replaces ZeRO-3's hooks with compiled passes of its
-// own schedule, which zplan does not model.
-constexpr std::string_view kCompileKeys[] = {"deepcompile",
-                                             "free_activation",
-                                             "free_activation_threshold",
-                                             "offload_activation",
-                                             "offload_opt_states",
-                                             "double_buffer",
-                                             "symmetric_memory",
-                                             "debug_log",
-                                             "offload_parameters",
-                                             "sync_before_reduce",
-                                             "sync_after_reduce",
-                                             "sync_before_allgather",
-                                             "sync_after_allgather",
-                                             "keep_int_input_tensors",
-                                             "keep_all_input_tensors",
-                                             "passes"};
-
-void read_compile(const JsonReader& top, Errors& errors) {
-  std::optional<JsonReader> r = top_block(top, "compile", Null::kRejected);
-  if (!r) return;
-  reject_unknown_keys(*r, kCompileKeys, AutoRule::kMeansDefault, "CompileConfig (compile)", errors);
-  BlockReader b(*r, AutoRule::kMeansDefault);
-  if (b.boolean("deepcompile").value_or(false)) {
-    r->fail("deepcompile",
-            "not modelled: DeepCompile (compiled ZeRO passes with their own "
-            "prefetch and release schedule); remove it to plan plain ZeRO");
-  }
-}
-
-// tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py): autotp_size > 1
-// turns on AutoTP training (engine.py _configure_tensor_parallel): each layer's weights split
-// over that many GPUs and a data-parallel group that much smaller. 0 or 1 leaves it off.
-void reject_autotp(const JsonReader& top) {
-  std::optional<JsonReader> r = top_block(top, "tensor_parallel", Null::kRejected);
-  if (!r) return;
-  const int64_t tp = BlockReader(*r, AutoRule::kMeansDefault).integer("autotp_size").value_or(0);
-  if (tp > 1) {
-    r->fail("autotp_size", "not modelled: AutoTP tensor parallelism (" + std::to_string(tp) +
-                               " GPUs share each layer's weights, and the data-parallel group is " +
-                               std::to_string(tp) +
-                               " times smaller); remove it to plan plain ZeRO data parallelism");
-  }
-}
-
-// Ulysses sequence parallelism: DeepSpeed reads a top-level "sequence_parallel_size"
-// (deepspeed/__init__.py initialize, runtime/config.py: the data-parallel world is the world
-// divided by it); LLaMA-Factory's ALST configs carry a "sequence_parallel" block that its
-// launcher reads (extras/migration_utils.py) to set up DeepSpeed's UlyssesSPAttentionHF.
-void reject_sequence_parallel(const JsonReader& top) {
-  if (std::optional<int64_t> sp = top.optional_integer("sequence_parallel_size")) {
-    if (*sp > 1) {
-      top.fail("sequence_parallel_size",
-               "not modelled: Ulysses sequence parallelism (" + std::to_string(*sp) +
-                   " GPUs share each sequence); remove it to plan plain ZeRO data parallelism");
-    }
-  }
-  std::optional<JsonReader> r = top_block(top, "sequence_parallel", Null::kMeansDefault);
-  if (!r) return;
-  if (r->optional_boolean("enabled").value_or(true)) {
-    r->fail(
-        "not modelled: sequence parallelism (the launcher's ALST/Ulysses block, which "
-        "splits each sequence over GPUs); remove it to plan plain ZeRO data parallelism");
-  }
-}
-
-// The checks on the top-level keys DsConfig keeps in DsConfig::other: what DeepSpeed validates
-// or zplan refuses there. `top` is the whole file when reading, DsConfig::other when validating
-// a config built in code.
-void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
-  errors.step([&] { check_communication_data_type(top); });
-  errors.step([&] { read_compile(top, errors); });
-  errors.step([&] { reject_apex_amp(top); });
-  errors.step([&] { reject_autotp(top); });
-  errors.step([&] { reject_sequence_parallel(top); });
 }
 
 }  // namespace

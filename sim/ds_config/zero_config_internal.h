@@ -1,7 +1,9 @@
 // Pieces shared by the parts of the ds_config reader and writer: zero_config.cc (the top level:
-// fp16/bf16, data_types, activation_checkpointing, aio), zero_config_batch.cc (the batch keys)
-// and zero_optimization.cc (the zero_optimization block and its offload blocks). Not part of
-// zplan::sim's interface; include it from those files only.
+// fp16/bf16, data_types, activation_checkpointing, aio), zero_config_batch.cc (the batch keys),
+// top_level_keys.cc (the keys kept whole in DsConfig::other), zero_optimization.cc and
+// zero_optimization_checks.cc (the zero_optimization block and its offload blocks), and
+// block_reader.cc (the readers below). Not part of zplan::sim's interface; include it from those
+// files only.
 #ifndef ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 #define ZPLAN_SIM_ZERO_CONFIG_INTERNAL_H_
 
@@ -112,6 +114,18 @@ void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_v
 // `text` as a JSON string literal ("x", with escapes), for messages.
 std::string json_quoted(std::string_view text);
 
+// A top-level block that must be an object when present. nullopt when absent (or null, if
+// DeepSpeed takes null as absent there).
+std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null null);
+
+// The top-level keys kept whole in DsConfig::other (top_level_keys.cc).
+// The checks on them: what DeepSpeed validates or zplan refuses there. `top` is the whole file
+// when reading, DsConfig::other when validating a config built in code.
+void check_unmodeled_top_keys(const JsonReader& top, Errors& errors);
+// communication_data_type other than the training precision: refused (a cross-field check,
+// after the precision is read).
+void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c);
+
 // The batch keys (zero_config_batch.cc).
 inline constexpr const char* kTrainKey = "train_batch_size";
 inline constexpr const char* kMicroKey = "train_micro_batch_size_per_gpu";
@@ -138,7 +152,11 @@ void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c)
 void resolve_batch(BatchValue micro, BatchValue gas, BatchValue train, int64_t dp,
                    const std::function<std::string(const char* key)>& where, DsConfig& c);
 
-// zero_optimization (zero_optimization.cc).
+// zero_optimization (zero_optimization.cc reads it, zero_optimization_checks.cc checks it).
+// The JSON pointer prefix of its keys in messages.
+inline const std::string kZ = "/zero_optimization/";
+// True iff `object` is an object whose `key` is the boolean true.
+bool json_true(const nlohmann::json& object, const char* key);
 // Reads what it can, recording each problem in `errors`.
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
                                   Locator& locator, Errors& errors);

@@ -1,4 +1,4 @@
-// Tests of the ds_config batch keys (sim/zero_config_batch.cc) against DeepSpeed 0.19's
+// Tests of the ds_config batch keys (sim/ds_config/zero_config_batch.cc) against DeepSpeed 0.19's
 // _set_batch_related_parameters and _batch_assertion (reference/deepspeed_internals.md §1.3).
 #include <cstdint>
 #include <string>

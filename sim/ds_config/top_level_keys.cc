@@ -1,0 +1,134 @@
+// The top-level ds_config keys that DsConfig keeps whole in DsConfig::other, and what DeepSpeed
+// 0.19 checks in them or zplan refuses there (deepspeed/runtime/config.py and the config classes
+// each comment names): communication_data_type, compile, amp, tensor_parallel and the sequence
+// parallel keys. zero_config.cc calls check_unmodeled_top_keys for a file and for a config built
+// in code alike. Sources: reference/deepspeed_internals.md §1.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/input_error.h"
+#include "base/json_reader.h"
+#include "sim/ds_config/zero_config_internal.h"
+
+namespace zplan::sim::internal {
+
+namespace {
+
+// get_communication_data_type (config.py) lower-cases it and accepts three names.
+void check_communication_data_type(const JsonReader& top) {
+  if (std::optional<std::string> v = top.optional_string("communication_data_type")) {
+    const std::string lower = ascii_lower(*v);
+    if (lower != "fp16" && lower != "bf16" && lower != "fp32") {
+      top.fail("communication_data_type",
+               "must be \"fp16\", \"bf16\" or \"fp32\", got " + json_quoted(*v));
+    }
+  }
+}
+
+// Apex amp (an "amp" block) is neither fp16 nor bf16 as DsConfig models them.
+void reject_apex_amp(const JsonReader& top) {
+  if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
+    if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
+      amp->fail("enabled",
+                "true turns on apex amp mixed precision, which zplan does not model; "
+                "use \"fp16\" or \"bf16\" instead");
+    }
+  }
+}
+
+// CompileConfig (deepspeed/compile/config.py, DeepSpeed 0.19.5), read by DeepSpeedConfig with
+// extra="forbid". torch.compile itself runs only when the script calls engine.compile(); zplan
+// times eager kernels either way. DeepCompile replaces ZeRO-3's hooks with compiled passes of its
+// own schedule, which zplan does not model.
+constexpr std::string_view kCompileKeys[] = {"deepcompile",
+                                             "free_activation",
+                                             "free_activation_threshold",
+                                             "offload_activation",
+                                             "offload_opt_states",
+                                             "double_buffer",
+                                             "symmetric_memory",
+                                             "debug_log",
+                                             "offload_parameters",
+                                             "sync_before_reduce",
+                                             "sync_after_reduce",
+                                             "sync_before_allgather",
+                                             "sync_after_allgather",
+                                             "keep_int_input_tensors",
+                                             "keep_all_input_tensors",
+                                             "passes"};
+
+void read_compile(const JsonReader& top, Errors& errors) {
+  std::optional<JsonReader> r = top_block(top, "compile", Null::kRejected);
+  if (!r) return;
+  reject_unknown_keys(*r, kCompileKeys, AutoRule::kMeansDefault, "CompileConfig (compile)", errors);
+  BlockReader b(*r, AutoRule::kMeansDefault);
+  if (b.boolean("deepcompile").value_or(false)) {
+    r->fail("deepcompile",
+            "not modelled: DeepCompile (compiled ZeRO passes with their own "
+            "prefetch and release schedule); remove it to plan plain ZeRO");
+  }
+}
+
+// tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py): autotp_size > 1
+// turns on AutoTP training (engine.py _configure_tensor_parallel): each layer's weights split
+// over that many GPUs and a data-parallel group that much smaller. 0 or 1 leaves it off.
+void reject_autotp(const JsonReader& top) {
+  std::optional<JsonReader> r = top_block(top, "tensor_parallel", Null::kRejected);
+  if (!r) return;
+  const int64_t tp = BlockReader(*r, AutoRule::kMeansDefault).integer("autotp_size").value_or(0);
+  if (tp > 1) {
+    r->fail("autotp_size", "not modelled: AutoTP tensor parallelism (" + std::to_string(tp) +
+                               " GPUs share each layer's weights, and the data-parallel group is " +
+                               std::to_string(tp) +
+                               " times smaller); remove it to plan plain ZeRO data parallelism");
+  }
+}
+
+// Ulysses sequence parallelism: DeepSpeed reads a top-level "sequence_parallel_size"
+// (deepspeed/__init__.py initialize, runtime/config.py: the data-parallel world is the world
+// divided by it); LLaMA-Factory's ALST configs carry a "sequence_parallel" block that its
+// launcher reads (extras/migration_utils.py) to set up DeepSpeed's UlyssesSPAttentionHF.
+void reject_sequence_parallel(const JsonReader& top) {
+  if (std::optional<int64_t> sp = top.optional_integer("sequence_parallel_size")) {
+    if (*sp > 1) {
+      top.fail("sequence_parallel_size",
+               "not modelled: Ulysses sequence parallelism (" + std::to_string(*sp) +
+                   " GPUs share each sequence); remove it to plan plain ZeRO data parallelism");
+    }
+  }
+  std::optional<JsonReader> r = top_block(top, "sequence_parallel", Null::kMeansDefault);
+  if (!r) return;
+  if (r->optional_boolean("enabled").value_or(true)) {
+    r->fail(
+        "not modelled: sequence parallelism (the launcher's ALST/Ulysses block, which "
+        "splits each sequence over GPUs); remove it to plan plain ZeRO data parallelism");
+  }
+}
+
+}  // namespace
+
+// The engine reduces gradients in communication_data_type when it is given, else in the training
+// precision (engine.py communication_data_type); zplan's collectives move the training
+// precision's bytes, so another dtype is refused rather than ignored.
+void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c) {
+  std::optional<std::string> v = top.optional_string("communication_data_type");
+  if (!v || ascii_lower(*v) == precision_name(c.precision)) return;
+  top.fail("communication_data_type", "not modelled: collectives in " + ascii_lower(*v) +
+                                          " while training in " + precision_name(c.precision) +
+                                          " (zplan sends gradients in the training " +
+                                          "precision); remove it to plan that");
+}
+
+// The checks on the top-level keys DsConfig keeps in DsConfig::other: what DeepSpeed validates
+// or zplan refuses there. `top` is the whole file when reading, DsConfig::other when validating
+// a config built in code.
+void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
+  errors.step([&] { check_communication_data_type(top); });
+  errors.step([&] { read_compile(top, errors); });
+  errors.step([&] { reject_apex_amp(top); });
+  errors.step([&] { reject_autotp(top); });
+  errors.step([&] { reject_sequence_parallel(top); });
+}
+
+}  // namespace zplan::sim::internal
