@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -21,10 +23,76 @@ bool is_integral_double(double v) {
   return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9.2e18;
 }
 
+// The JSON pointer of each open object or array while nlohmann parses, and the keys each object
+// has had so far: a key seen twice in one object throws.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& name) : name_(name) {}
+
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        frames_.push_back(Frame{event == Event::object_start, child_pointer(), {}, {}, 0});
+        break;
+      case Event::key: {
+        Frame& f = frames_.back();
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!f.keys.insert(key).second) {
+          throw InputError(json_location(name_, f.pointer + "/" + json_pointer_escape(key)),
+                           "is given twice in one object (DeepSpeed refuses duplicate keys)");
+        }
+        f.current = key;
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        element_done();
+        break;
+      case Event::value:
+        element_done();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::string pointer;
+    std::set<std::string> keys;
+    std::string current;
+    int64_t index;
+  };
+  std::string child_pointer() const {
+    if (frames_.empty()) return "";
+    const Frame& f = frames_.back();
+    return f.pointer + "/" + (f.object ? json_pointer_escape(f.current) : std::to_string(f.index));
+  }
+  void element_done() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+
+  const std::string& name_;
+  std::vector<Frame> frames_;
+};
+
 }  // namespace
 
-nlohmann::json parse_json_text(std::string_view text, const std::string& name) {
+nlohmann::json parse_json_text(std::string_view text, const std::string& name,
+                               JsonDialect dialect) {
   try {
+    if (dialect == JsonDialect::kDeepSpeedConfig) {
+      DuplicateKeyCheck check(name);
+      return nlohmann::json::parse(
+          text.begin(), text.end(),
+          [&check](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+            return check(depth, event, parsed);
+          },
+          /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    }
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     // Turn nlohmann's byte offset into a line and column a person can go to.
@@ -55,7 +123,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& name) {
   }
 }
 
-nlohmann::json load_json_file(const std::string& path) {
+nlohmann::json load_json_file(const std::string& path, JsonDialect dialect) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     throw InputError(path, "cannot open: " + std::generic_category().message(errno));
@@ -69,7 +137,7 @@ nlohmann::json load_json_file(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) throw InputError(path, "read error");
-  return parse_json_text(buf.str(), path);
+  return parse_json_text(buf.str(), path, dialect);
 }
 
 std::string json_pointer_escape(std::string_view key) {

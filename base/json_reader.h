@@ -19,12 +19,20 @@
 
 namespace zplan {
 
+// How strictly a file is read. kStrict: RFC 8259 JSON, the last of repeated keys wins (Python's
+// json.load, which transformers uses for config.json). kDeepSpeedConfig: as DeepSpeed 0.19 reads a
+// ds_config path (runtime/config.py DeepSpeedConfig: hjson.load with
+// object_pairs_hook=dict_raise_error_on_duplicate_keys): // and /* */ comments are skipped, and a
+// key given twice in one object is an error naming it.
+enum class JsonDialect { kStrict, kDeepSpeedConfig };
+
 // Reads and parses a JSON file. Throws InputError naming the file when it is missing, unreadable,
 // not valid JSON (with line and column), or larger than 64 MiB.
-nlohmann::json load_json_file(const std::string& path);
+nlohmann::json load_json_file(const std::string& path, JsonDialect dialect = JsonDialect::kStrict);
 
 // Parses JSON text; `name` is used in error messages in place of a file name.
-nlohmann::json parse_json_text(std::string_view text, const std::string& name);
+nlohmann::json parse_json_text(std::string_view text, const std::string& name,
+                               JsonDialect dialect = JsonDialect::kStrict);
 
 // Escapes one object key for use in a JSON pointer (RFC 6901: "~" -> "~0", "/" -> "~1").
 std::string json_pointer_escape(std::string_view key);

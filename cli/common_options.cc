@@ -40,7 +40,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "cross-entropy kernel such as Liger's) (default: standard)");
   if (!zero_flags) return;
   app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
-  app.add_option("--stage", o.stage, "ZeRO stage 0-3 (instead of --ds-config)");
+  app.add_option("--stage", o.stage,
+                 "ZeRO stage 0-3 (instead of --ds-config; with it, fills \"stage\": \"auto\")");
   app.add_option("--offload-optimizer", o.offload_optimizer, "none, cpu or nvme");
   app.add_option("--offload-param", o.offload_param, "none, cpu or nvme (stage 3)");
   app.add_option("--reduce-bucket", o.reduce_bucket_size, "reduce_bucket_size (elements)");
@@ -266,9 +267,11 @@ void check_param_swap_buffers(const SetupOptions& o, const models::Model& model,
 }  // namespace
 
 Setup resolve_setup(const SetupOptions& o) {
-  // --sub-group-size may go with --ds-config: it replaces the file's sub_group_size.
+  // --sub-group-size may go with --ds-config: it replaces the file's sub_group_size; --stage
+  // fills a "stage": "auto" (ParseContext::stage).
   SetupOptions file_flags = o;
   file_flags.sub_group_size.reset();
+  file_flags.stage.reset();
   if (!o.ds_config.empty() && any_zero_flag(file_flags)) {
     throw InputError("--ds-config",
                      "give either a ds_config file or ZeRO flags (--stage, "
@@ -286,6 +289,7 @@ Setup resolve_setup(const SetupOptions& o) {
   context.train_batch_size = o.global_batch;
   context.auto_precision = resolve_precision(o, cluster.profile.gpu);
   context.precision_from_flag = !o.precision.empty();
+  if (!o.ds_config.empty()) context.stage = o.stage;
   std::vector<std::string> notes;
   context.notes = &notes;
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)

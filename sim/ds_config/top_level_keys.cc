@@ -1,7 +1,7 @@
 // The top-level ds_config keys that DsConfig keeps whole in DsConfig::other, and what DeepSpeed
 // 0.19 checks in them or zplan refuses there (deepspeed/runtime/config.py and the config classes
-// each comment names): communication_data_type, compile, amp, tensor_parallel and the sequence
-// parallel keys. zero_config.cc calls check_unmodeled_top_keys for a file and for a config built
+// each comment names): communication_data_type, compile, amp, tensor_parallel, the sequence
+// parallel keys and elasticity. zero_config.cc calls check_unmodeled_top_keys for a file and for a config built
 // in code alike. Sources: reference/deepspeed_internals.md §1.
 #include <optional>
 #include <string>
@@ -31,8 +31,8 @@ void reject_apex_amp(const JsonReader& top) {
   if (auto amp = top_block(top, "amp", Null::kMeansDefault)) {
     if (amp->json().contains("enabled") && amp->json()["enabled"] == true) {
       amp->fail("enabled",
-                "true turns on apex amp mixed precision, which zplan does not model; "
-                "use \"fp16\" or \"bf16\" instead");
+                "not modelled: apex amp mixed precision (its own master weights and loss "
+                "scaling); use \"fp16\" or \"bf16\" to plan DeepSpeed's own mixed precision");
     }
   }
 }
@@ -120,6 +120,20 @@ void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c) 
                                           "precision); remove it to plan that");
 }
 
+// Elastic training (runtime/config.py DeepSpeedConfig.__init__, elasticity/elasticity.py
+// compute_elastic_config): with "elasticity": {"enabled": true} DeepSpeed picks the batch size and
+// the micro-batch itself from the world size and replaces the file's batch keys (or raises
+// ElasticityConfigError when they are given without ignore_non_elastic_batch_info).
+void reject_elasticity(const JsonReader& top) {
+  std::optional<JsonReader> r = top_block(top, "elasticity", Null::kMeansDefault);
+  if (!r) return;
+  if (r->optional_boolean("enabled").value_or(false)) {
+    r->fail("enabled",
+            "not modelled: elastic training (DeepSpeed chooses the batch size and micro-batch "
+            "from the number of GPUs); remove it and give the batch keys to plan that run");
+  }
+}
+
 // The checks on the top-level keys DsConfig keeps in DsConfig::other: what DeepSpeed validates
 // or zplan refuses there. `top` is the whole file when reading, DsConfig::other when validating
 // a config built in code.
@@ -129,6 +143,7 @@ void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
   errors.step([&] { reject_apex_amp(top); });
   errors.step([&] { reject_autotp(top); });
   errors.step([&] { reject_sequence_parallel(top); });
+  errors.step([&] { reject_elasticity(top); });
 }
 
 }  // namespace zplan::sim::internal

@@ -235,18 +235,24 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
       fp16 = true;
     }
   }
-  if (!context.precision_from_flag && !fp16 && !bf16 && !has_block(top, "fp16") &&
-      !has_block(top, "bf16") && !has_block(top, "bfloat16") && context.notes != nullptr) {
-    context.notes->push_back(top.location() +
-                             " has no bf16 or fp16 block: fp32 training, unless the launcher "
-                             "adds one (the Trainer's --bf16 makes Accelerate insert "
-                             "\"bf16\": {\"enabled\": true}); say so with --precision bf16");
+  // fp32 because the file leaves the precision to the launcher: no block, or only an fp16 block
+  // whose "enabled" is "auto" (the Trainer fills it from --fp16; its --bf16 inserts a bf16 block).
+  auto enabled_is_auto = [&](const char* name) {
+    auto it = top.json().find(name);
+    return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
+  };
+  const bool fp16_auto_only = enabled_is_auto("fp16");
+  if (!context.precision_from_flag && !fp16 && !bf16 && !has_block(top, "bf16") &&
+      !has_block(top, "bfloat16") && (!has_block(top, "fp16") || fp16_auto_only) &&
+      context.notes != nullptr) {
+    context.notes->push_back(
+        top.location() +
+        (fp16_auto_only ? " has only \"fp16\": {\"enabled\": \"auto\"}" : " has no bf16 or fp16 block") +
+        ": fp32 training, unless the launcher says otherwise (the Trainer's --fp16 fills fp16 "
+        "\"auto\" with true; its --bf16 makes Accelerate insert \"bf16\": {\"enabled\": true}); say "
+        "so with --precision bf16 or fp16");
   }
   if (fp16 && bf16) {
-    auto enabled_is_auto = [&](const char* name) {
-      auto it = top.json().find(name);
-      return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
-    };
     top.fail(bf16_name, std::string("bf16 and fp16 cannot both be enabled (DeepSpeed asserts it)") +
                             (enabled_is_auto("fp16") || enabled_is_auto(bf16_name)
                                  ? "; \"enabled\": \"auto\" follows the precision asked for"
@@ -450,6 +456,22 @@ void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
   }
 }
 
+// DeepSpeed 0.19 hands offload_param to the stage-3 optimizer only (engine.py
+// _configure_zero_optimizer: DeepSpeedZeroOptimizer for stages 1-2 takes offload_optimizer_config
+// alone; zero.Init, the other reader, runs only at stage 3), so a file that keeps the block at a
+// lower stage trains without parameter offload. Read it as DeepSpeed does, and say so.
+void ignore_offload_param_below_stage3(const Locator& locator, const ParseContext& context,
+                                       DsConfig& c) {
+  if (c.zero.stage == 3 || c.zero.offload_param.device == OffloadDevice::kNone) return;
+  if (context.notes != nullptr) {
+    context.notes->push_back(locator.at("/zero_optimization/offload_param/device") + " is \"" +
+                             offload_device_name(c.zero.offload_param.device) +
+                             "\", which DeepSpeed reads only at ZeRO stage 3: ignored at stage " +
+                             std::to_string(c.zero.stage) + ", as DeepSpeed ignores it");
+  }
+  c.zero.offload_param = OffloadParamConfig{};
+}
+
 }  // namespace
 
 DsConfig parse_ds_config(const json& document, const std::string& file,
@@ -476,6 +498,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   keep_unmodeled_top_keys(document, c);
   check_unmodeled_top_keys(top, errors);
   errors.throw_if_any();
+  ignore_offload_param_below_stage3(locator, context, c);
   // The cross-field checks need every value read, so they come after.
   check_config(c, context.dp_world_size, locator);
   internal::reject_unmodeled_zero_features(c.zero, locator);
@@ -484,7 +507,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
 }
 
 DsConfig load_ds_config(const std::string& path, const ParseContext& context) {
-  return parse_ds_config(load_json_file(path), path, context);
+  return parse_ds_config(load_json_file(path, JsonDialect::kDeepSpeedConfig), path, context);
 }
 
 void complete_ds_config(DsConfig& c, const ParseContext& context, const std::string& where) {

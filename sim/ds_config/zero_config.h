@@ -146,8 +146,11 @@ struct ParseContext {
   // auto_precision came from --precision: the precision the file enables must then agree with
   // it, as the batch keys must agree with --micro-batch and friends.
   bool precision_from_flag = false;
+  // --stage with a file: fills "stage": "auto" (as Accelerate's zero_stage does); a file that
+  // gives its stage, or no zero_optimization block, is an error.
+  std::optional<int> stage;
   // If set, gets a line for each value of the file that surprises without being an error
-  // ("stage": "auto", which DeepSpeed reads as stage 0).
+  // ("stage": "auto", filled with the Trainer's 2).
   std::vector<std::string>* notes = nullptr;
 };
 

@@ -264,12 +264,32 @@ std::map<std::string_view, std::string> spellings(const JsonReader& r, Locator& 
   return spelled;
 }
 
+// "stage": "auto" is what the Hugging Face Trainer fills: it always builds Accelerate's
+// DeepSpeedPlugin (transformers training_args.py), whose __post_init__ sets zero_stage from
+// ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2, and fill_match writes it over "auto"
+// (accelerate/utils/dataclasses.py). DeepSpeed alone drops "auto" (pydantic) and runs stage 0.
+constexpr int kAcceleratesAutoStage = 2;
+
 void read_stage(const ZeroReader& zr, const ParseContext& context, const Locator& locator,
                 ZeroConfig& z) {
-  if (zr.r.is_auto("stage") && context.notes != nullptr) {
-    context.notes->push_back(locator.at(kZ + "stage") +
-                             " is \"auto\", which the Hugging Face Trainer does not fill: "
-                             "DeepSpeed drops it and runs ZeRO stage 0");
+  if (context.stage && (*context.stage < 0 || *context.stage > 3)) {
+    throw InputError("--stage",
+                     "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*context.stage));
+  }
+  if (zr.r.is_auto("stage")) {
+    z.stage = context.stage.value_or(kAcceleratesAutoStage);
+    if (!context.stage && context.notes != nullptr) {
+      context.notes->push_back(
+          locator.at(kZ + "stage") +
+          " is \"auto\": planned as ZeRO stage 2, which the Hugging Face Trainer fills in "
+          "(Accelerate's zero_stage, ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2); DeepSpeed "
+          "launched without the Trainer would run stage 0; --stage N plans another");
+    }
+    return;
+  }
+  if (context.stage) {
+    zr.r.fail(zr.key("stage"), "the file gives its ZeRO stage; --stage fills only "
+                               "\"stage\": \"auto\" (edit the file to plan another)");
   }
   if (std::optional<int64_t> v = zr.b.integer(zr.key("stage"))) {
     if (*v < 0 || *v > 3) {
@@ -458,7 +478,15 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
                                   Locator& locator, Errors& errors) {
   const json& doc = top.json();
   auto it = doc.find("zero_optimization");
-  if (it == doc.end()) return ZeroConfig{};
+  if (it == doc.end()) {
+    if (context.stage) {
+      errors.step([&] {
+        top.fail("has no zero_optimization block (ZeRO stage 0); --stage fills only "
+                 "\"stage\": \"auto\"");
+      });
+    }
+    return ZeroConfig{};
+  }
   ZeroConfig z;
   if (it->is_boolean()) {
     errors.step([&] { z = read_deprecated_bool_form(top, it->get<bool>(), locator); });

@@ -21,6 +21,40 @@ TEST_CASE("malformed JSON names the file, line and column", "[models]") {
   CHECK(error_of("").rfind("x.json: line 1, column 1: invalid JSON", 0) == 0);
 }
 
+std::string ds_error_of(const std::string& text) {
+  try {
+    parse_json_text(text, "ds.json", JsonDialect::kDeepSpeedConfig);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("a ds_config is read as DeepSpeed reads a config path: comments, no repeated keys",
+          "[models]") {
+  // DeepSpeedConfig loads a path with hjson and dict_raise_error_on_duplicate_keys.
+  const std::string commented = R"({
+    // ZeRO-2 for the 7B run
+    "train_micro_batch_size_per_gpu": 4, /* per GPU */
+    "zero_optimization": {"stage": 2}
+  })";
+  nlohmann::json j = parse_json_text(commented, "ds.json", JsonDialect::kDeepSpeedConfig);
+  CHECK(j["zero_optimization"]["stage"] == 2);
+  CHECK(error_of(commented).rfind("x.json: line 2, column 5: invalid JSON", 0) == 0);
+
+  CHECK(ds_error_of(R"({"zero_optimization": {"stage": 2, "stage": 3}})") ==
+        "ds.json: /zero_optimization/stage: is given twice in one object (DeepSpeed refuses "
+        "duplicate keys)");
+  CHECK(ds_error_of(R"({"a": [1, {"x": 1}, {"x": 2, "y": 1, "y": 2}]})") ==
+        "ds.json: /a/2/y: is given twice in one object (DeepSpeed refuses duplicate keys)");
+  CHECK(ds_error_of(R"({"a/b": {"c": 1, "c": 1}})") ==
+        "ds.json: /a~1b/c: is given twice in one object (DeepSpeed refuses duplicate keys)");
+  // The same key in different objects, and strict files, are fine (the last one wins there, as
+  // in Python's json.load).
+  CHECK(ds_error_of(R"({"x": {"k": 1}, "y": {"k": 1}, "k": [{"k": 1}, {"k": 2}]})").empty());
+  CHECK(parse_json_text(R"({"k": 1, "k": 2})", "m.json")["k"] == 2);
+}
+
 TEST_CASE("numbers JSON cannot hold are an input error, not an exception escaping",
           "[models]") {
   // Found by the fuzzer (tests/fuzz/regressions/number-overflow): nlohmann throws out_of_range,

@@ -57,7 +57,8 @@ TEST_CASE("batch flags that do not divide, or are too large, say so and name the
   }
 }
 
-TEST_CASE("a ds_config with \"stage\": \"auto\" runs ZeRO-0, and says so", "[cli]") {
+TEST_CASE("a ds_config with \"stage\": \"auto\" runs the Trainer's ZeRO-2, and says so",
+          "[cli]") {
   TempFile auto_stage(R"({"train_micro_batch_size_per_gpu": 1,
                           "zero_optimization": {"stage": "auto"}})",
                       "ds.json");
@@ -66,10 +67,16 @@ TEST_CASE("a ds_config with \"stage\": \"auto\" runs ZeRO-0, and says so", "[cli
                             auto_stage.path);
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.err.find("/zero_optimization/stage is \"auto\", which the Hugging Face Trainer "
-                     "does not fill: DeepSpeed drops it and runs ZeRO stage 0") !=
+    CHECK(r.err.find("/zero_optimization/stage is \"auto\": planned as ZeRO stage 2") !=
           std::string::npos);
   }
+  // --stage fills it instead.
+  RunResult z3 = run_zplan("memory --model 125m --gpus 8 --hw a100 --stage 3 --ds-config " +
+                           auto_stage.path);
+  INFO(z3.err);
+  CHECK(z3.exit_code == 0);
+  CHECK(z3.out.find("ZeRO-3") != std::string::npos);
+  CHECK(z3.err.find("planned as ZeRO stage 2") == std::string::npos);
 }
 
 TEST_CASE("numbers are printed in the units they need", "[cli]") {
@@ -141,8 +148,10 @@ TEST_CASE("malformed or invalid ds_config files name the file and the field (exi
       {R"({"train_batch_size": 16, "zero_optimization": {"stage": 2, "reduce_bucket_size": -5}})",
        "/zero_optimization/reduce_bucket_size"},
       {R"({"train_batch_size": 16, "zero_optimization": {"stage": 2,
-           "offload_param": {"device": "cpu"}}})",
-       "/zero_optimization/offload_param"},
+           "offload_param": {"device": "cpu", "nvme_path": 3}}})",
+       "/zero_optimization/offload_param/nvme_path"},
+      {R"({"train_batch_size": 16, "zero_optimization": {"stage": 2, "stage": 3}})",
+       "/zero_optimization/stage: is given twice"},
       {R"({"train_batch_size": 16, "zero_optimization": {"stage": 3, "stage3_prefetch": 1}})",
        "stage3_prefetch"},
       {R"({"train_batch_size": 15, "train_micro_batch_size_per_gpu": 2,
@@ -176,6 +185,10 @@ TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
     expect_one_line_error(
         run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 2 --ds-config "
                                      "examples/ds_configs/zero2.json"),
+        1, "--stage fills only \"stage\": \"auto\"");
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --offload-param cpu "
+                                     "--ds-config examples/ds_configs/zero2.json"),
         1, "--ds-config");
   }
 }

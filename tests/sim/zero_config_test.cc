@@ -127,7 +127,7 @@ TEST_CASE("overlap_comm defaults to true for stage 3 only", "[zero_config]") {
 
 TEST_CASE("stage accepts integers 0-3, also written as 3.0", "[zero_config]") {
   CHECK(parse(with_zero({{"stage", 3.0}})).zero.stage == 3);
-  CHECK(parse(with_zero({{"stage", "auto"}})).zero.stage == 0);
+  CHECK(parse(with_zero({{"stage", "auto"}})).zero.stage == 2);  // the Trainer's fill
   CHECK(parse(with_zero({{"reduce_bucket_size", 5e8}})).zero.reduce_bucket_size == 500'000'000);
 }
 
@@ -288,11 +288,10 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
       CHECK(parse(with_zero({{"stage", 3}, {key, 0}})).zero.stage == 3);
     }
   }
-  SECTION("offload_param needs stage 3") {
+  SECTION("offload_param is read at stage 3 only") {
     for (int stage : {0, 1, 2}) {
-      CHECK_THAT(error_of(with_zero({{"stage", stage}, {"offload_param", {{"device", "cpu"}}}})),
-                 Contains(z + "offload_param/device: parameter offload is valid only with ZeRO "
-                              "stage 3"));
+      CHECK(parse(with_zero({{"stage", stage}, {"offload_param", {{"device", "cpu"}}}}))
+                .zero.offload_param.device == OffloadDevice::kNone);
     }
     CHECK(parse(with_zero({{"stage", 2}, {"offload_param", {{"device", "none"}}}}))
               .zero.offload_param.device == OffloadDevice::kNone);
@@ -396,20 +395,35 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
   }
 }
 
-TEST_CASE("\"stage\": \"auto\" is stage 0, as DeepSpeed reads it, with a note", "[zero_config]") {
+TEST_CASE("\"stage\": \"auto\" is the Trainer's stage 2, or --stage, with a note",
+          "[zero_config]") {
   std::vector<std::string> notes;
   ParseContext context = context8();
   context.notes = &notes;
   // With a bf16 block, so that the only note is the stage's.
   const json bf16 = {{"bf16", {{"enabled", true}}}};
-  CHECK(parse(merged(with_zero({{"stage", "auto"}}), bf16), context).zero.stage == 0);
+  CHECK(parse(merged(with_zero({{"stage", "auto"}}), bf16), context).zero.stage == 2);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
-        "t.json: /zero_optimization/stage is \"auto\", which the Hugging Face Trainer does not "
-        "fill: DeepSpeed drops it and runs ZeRO stage 0");
+        "t.json: /zero_optimization/stage is \"auto\": planned as ZeRO stage 2, which the Hugging "
+        "Face Trainer fills in (Accelerate's zero_stage, ACCELERATE_DEEPSPEED_ZERO_STAGE, default "
+        "2); DeepSpeed launched without the Trainer would run stage 0; --stage N plans another");
   notes.clear();
   parse(merged(with_zero({{"stage", 3}}), bf16), context);
   CHECK(notes.empty());
+  // --stage fills the "auto", and only an "auto".
+  context.stage = 3;
+  CHECK(parse(merged(with_zero({{"stage", "auto"}}), bf16), context).zero.stage == 3);
+  CHECK(notes.empty());
+  CHECK(error_of(merged(with_zero({{"stage", 1}}), bf16), context) ==
+        "t.json: /zero_optimization/stage: the file gives its ZeRO stage; --stage fills only "
+        "\"stage\": \"auto\" (edit the file to plan another)");
+  CHECK(error_of(merged({{"train_micro_batch_size_per_gpu", 1}}, bf16), context) ==
+        "t.json: has no zero_optimization block (ZeRO stage 0); --stage fills only \"stage\": "
+        "\"auto\"");
+  context.stage = 4;
+  CHECK(error_of(merged(with_zero({{"stage", "auto"}}), bf16), context) ==
+        "--stage: must be a ZeRO stage 0, 1, 2 or 3, got 4");
 }
 
 TEST_CASE("ZeRO++ and MiCS keys are read at stage 3 and checked as DeepSpeed checks them",
@@ -496,8 +510,8 @@ TEST_CASE("ZeRO++ and MiCS keys are read at stage 3 and checked as DeepSpeed che
 TEST_CASE("apex amp is refused, not planned as fp16", "[zero_config]") {
   // Apex amp.
   CHECK(error_of({{"train_micro_batch_size_per_gpu", 1}, {"amp", {{"enabled", true}}}}) ==
-        "t.json: /amp/enabled: true turns on apex amp mixed precision, which zplan does not "
-        "model; use \"fp16\" or \"bf16\" instead");
+        "t.json: /amp/enabled: not modelled: apex amp mixed precision (its own master weights "
+        "and loss scaling); use \"fp16\" or \"bf16\" to plan DeepSpeed's own mixed precision");
   CHECK_NOTHROW(parse({{"train_micro_batch_size_per_gpu", 1}, {"amp", {{"enabled", false}}}}));
 }
 
@@ -658,9 +672,13 @@ TEST_CASE("deprecated aliases are mapped as DeepSpeed maps them", "[zero_config]
   SECTION("cpu_offload_param -> offload_param cpu") {
     CHECK(parse(with_zero({{"stage", 3}, {"cpu_offload_param", true}})).zero.offload_param.device ==
           OffloadDevice::kCpu);
-    CHECK_THAT(error_of(with_zero({{"stage", 2}, {"cpu_offload_param", true}})),
-               Contains("t.json: /zero_optimization/cpu_offload_param: parameter offload is "
-                        "valid only with ZeRO stage 3"));
+    std::vector<std::string> notes;
+    ParseContext context = context8();
+    context.notes = &notes;
+    CHECK(parse(with_zero({{"stage", 2}, {"cpu_offload_param", true}}), context)
+              .zero.offload_param.device == OffloadDevice::kNone);
+    CHECK_THAT(notes.back(), Contains("t.json: /zero_optimization/cpu_offload_param is \"cpu\", "
+                                      "which DeepSpeed reads only at ZeRO stage 3"));
   }
   SECTION("cpu_offload_use_pin_memory has no effect and is kept") {
     DsConfig c = parse(with_zero({{"stage", 2}, {"cpu_offload_use_pin_memory", false}}));
@@ -839,6 +857,55 @@ TEST_CASE("the precision flag stands for the block the launcher adds", "[zero_co
   REQUIRE(notes.size() == 1);
   CHECK_THAT(notes[0], Contains("t.json has no bf16 or fp16 block: fp32 training") &&
                            Contains("--precision bf16"));
+  // Only "fp16": {"enabled": "auto"} (FastChat's and Firefly's ZeRO configs, run with --bf16):
+  // the Trainer decides, so the same note.
+  notes.clear();
+  CHECK(parse(merged(none, {{"fp16", {{"enabled", "auto"}}}}), plain).precision ==
+        Precision::kFp32);
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Contains("t.json has only \"fp16\": {\"enabled\": \"auto\"}: fp32 "
+                                "training, unless the launcher says otherwise"));
+  // An fp16 block that the file turns off says fp32 itself: no note.
+  notes.clear();
+  parse(merged(none, {{"fp16", {{"enabled", false}}}}), plain);
+  CHECK(notes.empty());
+}
+
+TEST_CASE("offload_param below stage 3 is ignored with a note, as DeepSpeed ignores it",
+          "[zero_config]") {
+  // LLaVA-NeXT's scripts/zero2_offload.json keeps an offload_param block at stage 2; DeepSpeed
+  // gives it only to the stage-3 optimizer.
+  std::vector<std::string> notes;
+  ParseContext context = context8();
+  context.notes = &notes;
+  const json file = merged(with_zero({{"stage", 2},
+                                      {"offload_param", {{"device", "cpu"}}},
+                                      {"offload_optimizer", {{"device", "cpu"}}}}),
+                           {{"bf16", {{"enabled", true}}}});
+  DsConfig c = parse(file, context);
+  CHECK(c.zero.stage == 2);
+  CHECK(c.zero.offload_param.device == OffloadDevice::kNone);
+  CHECK(c.zero.offload_optimizer.device == OffloadDevice::kCpu);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "t.json: /zero_optimization/offload_param/device is \"cpu\", which DeepSpeed "
+                    "reads only at ZeRO stage 3: ignored at stage 2, as DeepSpeed ignores it");
+  // At stage 3 it is read.
+  notes.clear();
+  json z3 = file;
+  z3["zero_optimization"]["stage"] = 3;
+  CHECK(parse(z3, context).zero.offload_param.device == OffloadDevice::kCpu);
+  CHECK(notes.empty());
+  // Optimizer offload at stage 0 stays refused: DeepSpeed would hand GPU tensors to its CPU Adam.
+  CHECK_THAT(error_of(with_zero({{"stage", 0}, {"offload_optimizer", {{"device", "cpu"}}}})),
+             Contains("optimizer offload needs ZeRO stage 1, 2 or 3"));
+}
+
+TEST_CASE("elastic training is refused as not modelled", "[zero_config]") {
+  const json base = {{"train_micro_batch_size_per_gpu", 1}};
+  CHECK_THAT(error_of(merged(base, {{"elasticity", {{"enabled", true},
+                                                    {"max_train_batch_size", 2000}}}})),
+             Contains("t.json: /elasticity/enabled: not modelled: elastic training"));
+  CHECK_NOTHROW(parse(merged(base, {{"elasticity", {{"enabled", false}}}})));
 }
 
 }  // namespace
