@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/input_error.h"
 #include "base/text.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
@@ -104,6 +105,12 @@ int run_validate(ValidateCliOptions o) {
                      "(configure with the CUDA toolkit and nvcc on PATH)");
   }
   Setup s = resolve_setup(o.setup);
+  // The reference executor trains every parameter of the graph it runs.
+  if (s.model.finetune().frozen()) {
+    throw InputError(s.model.finetune().lora() ? "--lora-rank" : "--trainable",
+                     "validate runs the reference executor, which trains every parameter; "
+                     "predict fine-tuning with simulate, memory or plan");
+  }
   if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
     throw InputError("--device cuda", "--hw " + o.setup.hw +
                                           " describes a CPU; give the GPU's profile (a stock one "

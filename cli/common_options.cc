@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "models/catalog.h"
+#include "models/finetune.h"
 #include "base/input_error.h"
 #include "sim/knobs.h"
 #include "sim/zeropp_mics.h"
@@ -38,6 +39,17 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--loss", o.loss,
                  "standard (logits materialized, upcast to fp32) or fused (a fused linear + "
                  "cross-entropy kernel such as Liger's) (default: standard)");
+  app.add_option("--lora-rank", o.lora_rank,
+                 "train LoRA adapters of this rank (PEFT), every base weight frozen");
+  app.add_option("--lora-targets", o.lora_targets,
+                 std::string("with --lora-rank: comma list of the linears that get adapters, as "
+                             "PEFT names them: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
+                             "down_proj, a module's own name (c_attn, query_key_value, ...) or "
+                             "all-linear (default: ") +
+                     models::kDefaultLoraTargets + ", PEFT's LLaMA default)");
+  app.add_option("--trainable", o.trainable,
+                 "fraction of the parameters trained, the rest frozen as whole layers from the "
+                 "bottom (embedding first) (default: 1)");
   if (!zero_flags) return;
   app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
   app.add_option("--stage", o.stage,
@@ -116,7 +128,38 @@ void apply_checkpointing(int64_t value, sim::ActivationCheckpointingConfig& ac) 
   if (value == 2) ac.cpu_checkpointing = true;
 }
 
-models::Model resolve_model(const SetupOptions& o) { return models::load_model(o.model); }
+models::FineTune resolve_finetune(const SetupOptions& o) {
+  models::FineTune ft;
+  if (o.lora_rank) {
+    if (*o.lora_rank < 1) {
+      throw InputError("--lora-rank", "must be a positive integer (the adapters' rank r), got " +
+                                          std::to_string(*o.lora_rank));
+    }
+    ft.lora_rank = *o.lora_rank;
+    ft.lora_targets = models::parse_lora_targets(o.lora_targets.value_or(
+        models::kDefaultLoraTargets));
+  } else if (o.lora_targets) {
+    throw InputError("--lora-targets", "needs --lora-rank (the adapters' rank)");
+  }
+  if (o.trainable) {
+    if (!(*o.trainable > 0 && *o.trainable <= 1)) {
+      throw InputError("--trainable", strformat("must be a fraction in (0, 1], got %g",
+                                                *o.trainable));
+    }
+    if (o.lora_rank) {
+      throw InputError("--trainable", "cannot be combined with --lora-rank (LoRA trains the "
+                                      "adapters only; every base weight is frozen)");
+    }
+    ft.trainable_fraction = *o.trainable;
+  }
+  return ft;
+}
+
+models::Model resolve_model(const SetupOptions& o) {
+  // The flags are checked before the model is loaded: a bad flag is reported as such.
+  const models::FineTune ft = resolve_finetune(o);
+  return models::apply_finetune(models::load_model(o.model), ft);
+}
 
 hardware::Cluster resolve_cluster(const SetupOptions& o) {
   return hardware::make_cluster(hardware::load_profile(o.hw), o.gpus, o.nodes);

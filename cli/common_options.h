@@ -44,6 +44,10 @@ struct SetupOptions {
   std::string attention;  // --attention as given; empty: sdpa
   bool no_flash_attention = false;  // the older spelling of --attention eager
   std::string loss;       // --loss: "", "standard", "fused"
+  // Fine-tuning (models/finetune.h): --lora-rank, --lora-targets, --trainable.
+  std::optional<int64_t> lora_rank;
+  std::optional<std::string> lora_targets;
+  std::optional<double> trainable;
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
   std::optional<int> stage;
@@ -61,7 +65,8 @@ struct SetupOptions {
 };
 
 // Adds --model --hw --gpus --nodes --seq-len --micro-batch --gas --global-batch --precision
-// --checkpointing --attention --no-flash-attention --loss. With `zero_flags`, also --ds-config and
+// --checkpointing --attention --no-flash-attention --loss --lora-rank --lora-targets --trainable.
+// With `zero_flags`, also --ds-config and
 // the ZeRO flags.
 void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
 
@@ -86,7 +91,11 @@ Setup resolve_setup(const SetupOptions& options);
 void print_notes(const std::vector<std::string>& notes);
 
 // The parts of resolve_setup, for commands that build many configs (the planner).
+// resolve_model applies the fine-tuning flags (models::apply_finetune).
 models::Model resolve_model(const SetupOptions& options);
+// The fine-tuning the flags ask for; throws InputError naming the flag for --lora-rank below 1,
+// --lora-targets without --lora-rank, a bad target list, or --trainable outside (0, 1].
+models::FineTune resolve_finetune(const SetupOptions& options);
 hardware::Cluster resolve_cluster(const SetupOptions& options);
 sim::Workload resolve_workload(const SetupOptions& options, const models::Model& model);
 // Enum-valued flags are read case-insensitively ("BF16", "CPU", "Full"), as the planner's lists.

@@ -6,6 +6,7 @@
 #include "base/text.h"
 #include "base/units.h"
 #include "cli/table.h"
+#include "models/finetune.h"
 #include "planner/search_space.h"
 #include "planner/text.h"
 #include "sim/knobs.h"
@@ -27,11 +28,27 @@ std::string category_words(sim::Category c, sim::Precision precision) {
 
 }  // namespace
 
+void add_finetune_json(const models::Model& model, nlohmann::json& j) {
+  const models::FineTune& ft = model.finetune();
+  if (!ft.frozen()) return;
+  j["trainable_params"] = model.trainable_params();
+  if (ft.lora()) {
+    j["lora"] = {{"rank", ft.lora_rank}, {"targets", ft.lora_targets}};
+  } else {
+    j["trainable_fraction"] = ft.trainable_fraction;
+  }
+}
+
 std::string describe_run(const models::Model& model, const hardware::Cluster& cluster) {
   // Mixture of experts: memory holds every expert, a token's FLOPs use the active ones.
   std::string active;
   if (model.active_params() != model.num_params()) {
     active = ", " + params_text(static_cast<double>(model.active_params())) + " active";
+  }
+  // Fine-tuning: how many of them train, and how.
+  if (model.finetune().frozen()) {
+    active += ", " + params_text(static_cast<double>(model.trainable_params())) + " trainable: " +
+              models::describe_finetune(model.finetune());
   }
   return strformat("%s (%s params%s) on %d x %s (%d node%s)", model.name().c_str(),
                    params_text(static_cast<double>(model.num_params())).c_str(), active.c_str(),
@@ -132,6 +149,7 @@ nlohmann::json setup_to_json(const Setup& setup) {
   if (setup.model.active_params() != setup.model.num_params()) {
     j["model"]["active_params"] = setup.model.active_params();
   }
+  add_finetune_json(setup.model, j["model"]);
   j["cluster"] = {{"hardware", setup.cluster.profile.name},
                   {"gpu", setup.cluster.profile.gpu.name},
                   {"gpus", setup.cluster.gpus},

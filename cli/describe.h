@@ -16,6 +16,9 @@ namespace zplan::cli {
 
 // "20b (20.55 B params) on 8 x A100-SXM4-80GB (1 node)"
 std::string describe_run(const models::Model& model, const hardware::Cluster& cluster);
+// Fine-tuning: adds trainable_params and "lora": {"rank", "targets"} or "trainable_fraction" to a
+// model's JSON object when some parameters are frozen; nothing otherwise.
+void add_finetune_json(const models::Model& model, nlohmann::json& model_json);
 // "ZeRO-3, offload optimizer cpu, params none"
 std::string describe_zero(const sim::DsConfig& config);
 // Every zero_optimization setting the config's stage reads, as resolved ("auto" filled in,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/text.h"
+#include "cli/describe.h"
 #include "base/input_error.h"
 #include "planner/text.h"
 
@@ -145,6 +146,7 @@ void add_performance_json(const planner::Evaluation& e, nlohmann::json* j) {
 nlohmann::json search_json(const planner::Problem& p, const planner::SearchResult& s) {
   nlohmann::json j;
   j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
+  add_finetune_json(p.model, j["model"]);
   j["cluster"] = {{"hardware", p.cluster.profile.name},
                   {"gpu", p.cluster.profile.gpu.name},
                   {"gpus", p.cluster.gpus},

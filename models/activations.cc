@@ -47,6 +47,9 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   assert(options.dtype_bytes > 0);
   const Layer& layer = layers_[index];
   const ModelShape& m = shape_;
+  // Fine-tuning (models/finetune.h): below the first trainable layer autograd records nothing,
+  // so nothing is stored and there is no backward to need a workspace.
+  if (layer.no_grad) return LayerActivations{};
   const double s = static_cast<double>(seq);
   const double tokens = s * static_cast<double>(batch);
   const double dt = options.dtype_bytes;
@@ -98,7 +101,15 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
       // + fp32 copy + log-softmax output.
       const double e = m.embed_proj_dim > 0 ? static_cast<double>(m.embed_proj_dim) : h;
       const double v = static_cast<double>(m.vocab);
-      const double projected_in = e != h ? dt * tokens * h : 0;  // project_out's input
+      // A frozen head (LoRA freezes every base weight) needs no weight gradient: its GEMMs'
+      // inputs are not saved (PyTorch saves a matmul operand only for the other's gradient) and
+      // Liger allocates no grad_weight for a weight without requires_grad.
+      bool frozen = true;
+      for (const ComputeOp& op : layer.ops) {
+        if (op.kind == OpKind::kGemm && !op.frozen_weight) frozen = false;
+      }
+      const double keep_inputs = frozen ? 0 : 1;
+      const double projected_in = e != h ? keep_inputs * dt * tokens * h : 0;  // project_out's
       if (options.fused_loss) {
         // Fused linear + cross-entropy (Liger's LigerFusedLinearCrossEntropyFunction.forward,
         // liger_kernel/ops/fused_linear_cross_entropy.py): the forward walks the tokens in chunks
@@ -107,12 +118,13 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
         // those two (grad_input, D*T*e, and grad_weight, V*e in the weight's dtype, D here)
         // instead of the input and the logits. Workspace (estimate): one chunk's logits, about
         // T*e elements, and the matmul output it accumulates into grad_input, D*T*e.
-        out.stored_bytes = projected_in + dt * tokens * e + dt * v * e;
+        out.stored_bytes = projected_in + dt * tokens * e + keep_inputs * dt * v * e;
         out.checkpoint_bytes = out.stored_bytes;
         out.workspace_bytes = 2 * dt * tokens * e;
         return out;
       }
-      out.stored_bytes = dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
+      out.stored_bytes =
+          keep_inputs * dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
       out.checkpoint_bytes = out.stored_bytes;
       out.workspace_bytes = tokens * v * (dt + (dt < 4 ? 4 : 0) + 4);
       return out;
@@ -207,8 +219,25 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     attention_grad_bytes = 2 * dt * scores;
   }
 
-  const double elements =
-      norm_inputs + gemm_inputs + qkv_elements + out_width + attention_extra + mlp_elements;
+  // Fine-tuning: inputs only a frozen weight's gradient read are not saved (Layer::unsaved;
+  // PyTorch saves a matmul operand only for the other operand's gradient). The output
+  // projection's input is also the attention output a fused kernel keeps (flash attention's O),
+  // so only eager attention drops it. The down projection's input is the product of a gated MLP
+  // (silu(gate) * up keeps its operands, not its output) or the GeLU output (GeLU keeps its
+  // input); ReLU's backward reads the output it produced, so a ReLU MLP keeps it anyway. Each
+  // LoRA adapter adds its lora_A output (rank r), which lora_B saves (Layer::adapter_elements).
+  // (A mixture of experts' router and shared expert read the MLP input; the routed experts read
+  // their dispatched copies, which the experts' estimate keeps.)
+  double unsaved = 0;
+  const bool two_inputs = gemm_inputs == 2 * h;  // separate attention and MLP inputs
+  if (layer.unsaved.attention_in && (two_inputs || layer.unsaved.mlp_in)) unsaved += h;
+  if (layer.unsaved.mlp_in && two_inputs) unsaved += h;
+  if (layer.unsaved.out_in && !options.flash_attention) unsaved += out_width;
+  if (layer.unsaved.down_in && !layer.moe_block && m.activation != Activation::kRelu) {
+    unsaved += f;
+  }
+  const double elements = norm_inputs + gemm_inputs + qkv_elements + out_width +
+                          attention_extra + mlp_elements - unsaved + layer.adapter_elements;
   out.stored_bytes =
       dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
   // Full recompute keeps the block input only (reference §6).

@@ -54,6 +54,20 @@ int64_t Module::numel() const {
   return total;
 }
 
+int64_t Module::trainable_numel() const {
+  int64_t total = 0;
+  for (const Param& p : params) total += p.trainable ? p.numel : 0;
+  return total;
+}
+
+int64_t Layer::trainable_numel() const {
+  int64_t total = 0;
+  for (const Module& m : modules) {
+    if (m.tied_to.empty()) total += m.trainable_numel();
+  }
+  return total;
+}
+
 int64_t Layer::numel() const {
   int64_t total = 0;
   for (const Module& m : modules) {
@@ -70,6 +84,7 @@ Model::Model(ModelShape shape, std::vector<Layer> layers)
     : shape_(std::move(shape)), layers_(std::move(layers)) {
   for (const Layer& layer : layers_) {
     num_params_ += layer.numel();
+    trainable_params_ += layer.trainable_numel();
     for (const Module& m : layer.modules) {
       largest_module_params_ = std::max(largest_module_params_, m.numel());
       for (const Param& p : m.params) {

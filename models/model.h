@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zplan::models {
@@ -117,6 +118,9 @@ struct ModelShape {
 struct Param {
   std::string name;
   int64_t numel = 0;
+  // requires_grad: false for a frozen parameter (models/finetune.h), which has no gradient and
+  // no optimizer states but is still stored, partitioned and gathered like the others.
+  bool trainable = true;
 };
 
 // A module that directly owns parameters (a Linear, an Embedding, a norm).
@@ -128,6 +132,7 @@ struct Module {
   std::string tied_to;
 
   int64_t numel() const;
+  int64_t trainable_numel() const;  // of the trainable params
 };
 
 enum class OpKind {
@@ -150,9 +155,31 @@ struct ComputeOp {
   // experts: each token passes through that many of them, so all experts together do the work
   // of one [T*k x kdim] x [kdim x n] GEMM.
   double token_factor = 1;
+  // kGemm: the weight does not require grad (a frozen linear, models/finetune.h), so backward
+  // computes only the input gradient dX = dY W^T: 1x the forward FLOPs instead of 2x.
+  bool frozen_weight = false;
 };
 
 enum class LayerKind { kEmbedding, kBlock, kFinalNorm, kLmHead, kLinear };
+
+// Inputs of a block's linears, by what reads them (models/activations.cc counts each once).
+struct FrozenInputs {
+  bool attention_in = false;  // the q/k/v (or fused qkv, MLA q/kv_a) input: the norm output
+  bool out_in = false;        // the output projection's input (the attention output)
+  bool mlp_in = false;        // the up/gate/fc1 (and router) input: the second norm's output
+  bool down_in = false;       // the down/fc2 input (the activation's product)
+};
+
+// What is trained of the model (models/finetune.h builds it from --lora-rank, --lora-targets and
+// --trainable). Empty = full fine-tuning, every parameter trainable.
+struct FineTune {
+  int64_t lora_rank = 0;                  // 0: no LoRA
+  std::vector<std::string> lora_targets;  // as given (PEFT spellings or "all-linear")
+  double trainable_fraction = 1;          // < 1: whole layers frozen from the bottom
+
+  bool lora() const { return lora_rank > 0; }
+  bool frozen() const { return lora() || trainable_fraction < 1; }
+};
 
 struct Layer {
   std::string name;
@@ -161,8 +188,18 @@ struct Layer {
   std::vector<ComputeOp> ops;   // forward order
   bool checkpointed_unit = false;  // activation checkpointing wraps this layer (blocks, linears)
   bool moe_block = false;          // a block whose MLP is the mixture of experts
+  // Fine-tuning (models/finetune.h). no_grad: nothing in or before this layer is trainable, so
+  // autograd records nothing here: no stored activations and no backward.
+  bool no_grad = false;
+  // Linear inputs no backward needs any more because every linear reading them is frozen and
+  // carries no adapter (PyTorch saves a matmul operand only for the other operand's gradient).
+  FrozenInputs unsaved = {};
+  // Elements per token the LoRA adapters keep: each adapter's lora_A output (rank r), which
+  // lora_B saves for its weight gradient, times the rows per token (experts_per_token).
+  double adapter_elements = 0;
 
-  int64_t numel() const;  // parameters owned here (tied modules excluded)
+  int64_t numel() const;            // parameters owned here (tied modules excluded)
+  int64_t trainable_numel() const;  // the trainable ones among them
 };
 
 // How activations are kept.
@@ -192,6 +229,11 @@ class Model {
   // Total trainable parameters, tied tensors counted once (DeepSpeed's total_params). With
   // experts: all of them (what memory and ZeRO partitioning hold).
   int64_t num_params() const { return num_params_; }
+  // Parameters that require grad (tied tensors once): num_params unless some are frozen.
+  int64_t trainable_params() const { return trainable_params_; }
+  // How the model was prepared for training (models/finetune.h); default: full fine-tuning.
+  const FineTune& finetune() const { return finetune_; }
+  void set_finetune(FineTune finetune) { finetune_ = std::move(finetune); }
   // Parameters one token uses: num_params less the routed experts it does not visit
   // ((experts - experts_per_token) of every MoE block). Equals num_params without experts.
   int64_t active_params() const { return active_params_; }
@@ -213,6 +255,8 @@ class Model {
   ModelShape shape_;
   std::vector<Layer> layers_;
   int64_t num_params_ = 0;
+  int64_t trainable_params_ = 0;
+  FineTune finetune_;
   int64_t active_params_ = 0;
   int64_t largest_module_params_ = 0;
   int64_t largest_param_numel_ = 0;

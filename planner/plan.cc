@@ -9,6 +9,7 @@
 
 #include "base/text.h"
 #include "base/input_error.h"
+#include "models/finetune.h"
 #include "planner/launch.h"
 #include "planner/text.h"
 #include "planner/what_would_fit.h"
@@ -129,6 +130,15 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "loss: the prediction assumes a fused linear + cross-entropy kernel (Liger's "
         "use_liger_kernel=True / LigerFusedLinearCrossEntropyLoss); Hugging Face's own loss "
         "materializes the logits and their fp32 copy");
+  }
+  const models::FineTune& ft = problem.model.finetune();
+  if (ft.frozen()) {
+    out.push_back(strformat(
+        "fine-tuning: the prediction assumes %s: %lld of %lld parameters trainable; LoRA and "
+        "frozen parameters are set in the training script, not in the ds_config",
+        models::describe_finetune(ft).c_str(),
+        static_cast<long long>(problem.model.trainable_params()),
+        static_cast<long long>(problem.model.num_params())));
   }
   if (c.offload_level() > 0) {
     out.push_back(strformat(

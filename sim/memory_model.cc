@@ -24,13 +24,14 @@ constexpr int kPinned = static_cast<int>(Tier::kPinnedHost);
 constexpr int kHost = static_cast<int>(Tier::kHost);
 constexpr int kNvme = static_cast<int>(Tier::kNvme);
 
-// Calls fn(param numel) for every parameter tensor, a tied tensor once (where it is owned).
+// Calls fn(param numel, trainable) for every parameter tensor, a tied tensor once (where it is
+// owned).
 template <typename Fn>
 void for_each_param(const models::Model& model, Fn fn) {
   for (const models::Layer& layer : model.layers()) {
     for (const models::Module& m : layer.modules) {
       if (!m.tied_to.empty()) continue;
-      for (const models::Param& prm : m.params) fn(static_cast<double>(prm.numel));
+      for (const models::Param& prm : m.params) fn(static_cast<double>(prm.numel), prm.trainable);
     }
   }
 }
@@ -66,7 +67,7 @@ double nvme_param_swap_pinned_bytes(const ZeroSizes& s, const DsConfig& config) 
   const OffloadParamConfig& prm = config.zero.offload_param;
   if (config.zero.stage != 3 || prm.device != OffloadDevice::kNvme) return 0;
   double bytes = param_swap_buffer_bytes(config);
-  if (s.partition > static_cast<double>(prm.max_in_cpu)) {
+  if (s.param_partition > static_cast<double>(prm.max_in_cpu)) {
     bytes += s.param_bytes * s.largest_sub_group_numel;
   }
   return bytes;
@@ -93,7 +94,8 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
     models::LayerActivations act =
         model.layer_activations(i, workload.seq_len, config.micro_batch, options);
     plan.stored[i] = act.stored_bytes;
-    plan.checkpointed[i] = ac.enabled && layers[i].checkpointed_unit;
+    // A layer no gradient reaches is never recomputed (its forward recorded nothing).
+    plan.checkpointed[i] = ac.enabled && layers[i].checkpointed_unit && !layers[i].no_grad;
     if (plan.checkpointed[i]) {
       // Full checkpointing keeps the layer input; backward recomputes the layer, so its stored
       // activations exist again while its backward runs (ref §6).
@@ -138,25 +140,37 @@ ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& in) {
   s.param_bytes = precision_bytes(in.precision);
   s.grad_accum_bytes = precision_bytes(in.grad_accum_dtype);
   s.bucket = static_cast<double>(in.reduce_bucket_size);
-  std::vector<double> partitions;  // stage 3: per tensor, in parameter order
+  // Frozen parameters (requires_grad false, models/finetune.h) never enter the optimizer:
+  // DeepSpeed builds its partitions from the trainable parameters of the optimizer's groups
+  // (stage_1_and_2.py DeepSpeedZeroOptimizer.__init__: bit16_groups takes the params with
+  // requires_grad; stage3.py _get_trainable_parameter_groups feeds
+  // _create_fp16_partitions_with_defragmentation and the sub-groups), so the partition, the
+  // sub-groups and the largest gradient below count trainable tensors only. Stage 3 still
+  // partitions and gathers every parameter (DeepSpeedZeRoOffload converts all of the module's
+  // parameters), frozen ones included: param_partition.
+  std::vector<double> partitions;  // stage 3: per trainable tensor, in parameter order
   std::vector<double> numels;      // stage 3: the same tensors' full element counts
-  for_each_param(model, [&](double n) {
+  for_each_param(model, [&](double n, bool trainable) {
     s.psi += n;
+    // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
+    s.param_partition += std::ceil(n / dp);
+    if (!trainable) return;
+    s.train_psi += n;
     numels.push_back(n);
     s.largest_param = std::max(s.largest_param, n);
-    // Stage 3 pads every tensor to a multiple of dp (partition_parameters.py), ref §2.2 item 1.
     partitions.push_back(std::ceil(n / dp));
   });
   if (in.stage == 0) {
-    s.partition = s.psi;
+    s.partition = s.train_psi;
   } else if (in.stage <= 2) {
     // One flat buffer per group padded to a multiple of 2 * dp (nccl_start_alignment_factor),
     // ref §2.1 item 1.
     double align = 2.0 * dp;
-    s.partition = std::ceil(s.psi / align) * align / dp;
+    s.partition = std::ceil(s.train_psi / align) * align / dp;
   } else {
     for (double part : partitions) s.partition += part;
   }
+  if (in.stage != 3) s.param_partition = s.partition;
   s.cpu_partition = in.offload_optimizer != OffloadDevice::kNone ? s.partition : 0;
   if (in.stage != 3) return s;
 
@@ -197,7 +211,7 @@ ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& in) {
   double sub = static_cast<double>(in.sub_group_size);
   if (sub >= s.partition) {
     groups.push_back(s.partition);
-    group_numels.push_back(s.psi);
+    group_numels.push_back(s.train_psi);
   } else {
     double acc = 0, acc_numel = 0;
     for (size_t i = 0; i < partitions.size(); ++i) {
@@ -231,6 +245,7 @@ const ZeroSizes& ZeroSizesCache::get(const models::Model& model, int dp, const D
   Fingerprinter h;
   h.add(model.name());
   h.add(model.num_params());
+  h.add(model.trainable_params());
   h.add(static_cast<int64_t>(model.layers().size()));
   const GraphFingerprint f = fingerprint(inputs);
   h.add(f.lo);
@@ -259,14 +274,18 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     // FP16_Optimizer (fused): 16-bit params, fp32 master and Adam states, ref §2.3. Training in
     // fp32 has no separate master copy: the optimizer updates the model's own tensors.
     gpu[Category::kParams16] = p * s.psi;
-    if (config.precision != Precision::kFp32) gpu[Category::kMaster32] = 4 * s.psi;
-    gpu[Category::kOptimizerStates] = 8 * s.psi;
+    // Master weights and Adam states of the trainable parameters only: the client optimizer is
+    // built over them, and BF16_Optimizer keeps the requires_grad ones of its groups
+    // (bf16_optimizer.py _setup_for_real_optimizer).
+    if (config.precision != Precision::kFp32) gpu[Category::kMaster32] = 4 * s.train_psi;
+    gpu[Category::kOptimizerStates] = 8 * s.train_psi;
     return m;
   }
 
   if (z.stage <= 2) {
-    // bit16_groups_flat: all parameters, padded (ref §2.1 item 1).
-    gpu[Category::kParams16] = p * P * s.dp;
+    // bit16_groups_flat: the trainable parameters, padded (ref §2.1 item 1); frozen ones stay
+    // the module's own tensors, replicated on every rank.
+    gpu[Category::kParams16] = p * (P * s.dp + (s.psi - s.train_psi));
     if (opt.device == OffloadDevice::kNone) {
       gpu[Category::kMaster32] = 4 * P;         // single_partition_of_fp32_groups (item 2)
       gpu[Category::kOptimizerStates] = 8 * P;  // exp_avg, exp_avg_sq (item 3)
@@ -287,16 +306,19 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
 
   // Stage 3 (ref §2.2).
   const double gpu_opt_part = P - s.cpu_partition;
+  // 16-bit partitions of all parameters: lp_param_buffer for the trainable ones (item 1), the
+  // frozen ones' own ds_tensor partitions (partition_parameters.py), on the same device.
+  const double P16 = s.param_partition;
   if (prm.device == OffloadDevice::kNone) {
-    gpu[Category::kParams16] = p * P;  // lp_param_buffer (item 1)
+    gpu[Category::kParams16] = p * P16;
   } else if (prm.device == OffloadDevice::kCpu) {
-    m[pin_tier(prm.pin_memory)][Category::kParams16] = p * P;
+    m[pin_tier(prm.pin_memory)][Category::kParams16] = p * P16;
   } else {
     // NVMe: max_in_cpu elements stay in pinned flat buffers, the rest is swapped through pinned
     // swap buffers (nvme_param_swap_pinned_bytes), ref §2.2 "NVMe swap buffers".
-    double in_cpu = std::min(P, static_cast<double>(prm.max_in_cpu));
+    double in_cpu = std::min(P16, static_cast<double>(prm.max_in_cpu));
     m[pin_tier(prm.pin_memory)][Category::kParams16] = p * in_cpu;
-    m[kNvme][Category::kParams16] = p * (P - in_cpu);
+    m[kNvme][Category::kParams16] = p * (P16 - in_cpu);
     m[kPinned][Category::kSwapBuffers] += nvme_param_swap_pinned_bytes(s, config);
   }
   gpu[Category::kMaster32] = 4 * gpu_opt_part;
@@ -397,7 +419,7 @@ class PhaseWalk {
   // (all_grad_tensors, item 6). Counted for micro-steps after the first.
   void carried_grads(PhaseMemory& pm) const {
     if (!gas_) return;
-    if (z_.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p_ * s_.psi;
+    if (z_.stage <= 1) pm[Tier::kGpu][Category::kGrads] += p_ * s_.train_psi;
     if (z_.stage == 2 && !offload_opt_) pm[Tier::kGpu][Category::kGrads] += a_ * P_;
   }
   // Checkpoints of checkpointed layers (on the host with cpu_checkpointing) and the stored
@@ -460,7 +482,8 @@ PhaseMemory PhaseWalk::backward_peak() const {
   double grads_done = 0;  // elements of gradients produced so far (layers >= i)
   for (size_t i = n_layers_; i-- > 0;) {
     (is_ckpt(i) ? ckpt_below : plain_below) -= acts.kept[i];
-    double layer_numel = static_cast<double>(layers_[i].numel());
+    // Gradients exist for trainable parameters only.
+    double layer_numel = static_cast<double>(layers_[i].trainable_numel());
     grads_done += layer_numel;
     PhaseMemory pm = start_phase(Phase::kBackward);
     MemoryBreakdown& g = pm[Tier::kGpu];
@@ -483,17 +506,17 @@ void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_nu
     case 0:
     case 1: {
       // Full 16-bit grads grow through backward; later micro-steps already hold all of them.
-      g[Category::kGrads] += p * (gas ? s.psi : grads_done);
+      g[Category::kGrads] += p * (gas ? s.train_psi : grads_done);
       bool reduce_now = z.stage == 0 ? (i == 0) : true;  // stage 1: boundary micro-step
       if (z.stage == 0 && reduce_now) {
-        g[Category::kBuckets] += p * std::min(s.psi, kStage0AllreduceElems);
+        g[Category::kBuckets] += p * std::min(s.train_psi, kStage0AllreduceElems);
       }
       if (z.stage == 1) {
         // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
         if (z.contiguous_gradients) {
           g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
         }
-        g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+        g[Category::kBuckets] += p * std::min(s.bucket, s.train_psi);  // allreduce flatten temp
         if (offload_opt) {
           g[Category::kBuckets] += p * s.largest_param;  // temp_grad_buffer_for_gpu_offload
         } else {
@@ -509,7 +532,7 @@ void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_nu
       if (z.contiguous_gradients) {
         g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
       }
-      g[Category::kBuckets] += p * std::min(s.bucket, s.psi);  // allreduce flatten temp
+      g[Category::kBuckets] += p * std::min(s.bucket, s.train_psi);  // allreduce flatten temp
       if (offload_opt) g[Category::kBuckets] += p * s.largest_param;
       break;
     }
@@ -518,11 +541,11 @@ void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_nu
       // the interleaved copy reduce_scatter_coalesced builds (ref §2.2 item 10).
       double largest_module = 0;
       for (const models::Module& m : layers_[i].modules) {
-        largest_module = std::max(largest_module, static_cast<double>(m.numel()));
+        largest_module = std::max(largest_module, static_cast<double>(m.trainable_numel()));
       }
       g[Category::kGrads] += p * largest_module;
       g[Category::kBuckets] +=
-          reduce_transient_bytes(groups_, p, std::min(s.bucket, s.psi), s.largest_param);
+          reduce_transient_bytes(groups_, p, std::min(s.bucket, s.train_psi), s.largest_param);
       g[Category::kGatheredParams] += p * gathered_live(s, z, i + 1 == n_layers_) + gather_adjust_;
       break;
     }
@@ -536,9 +559,9 @@ PhaseMemory PhaseWalk::step_phase() const {
   PhaseMemory pm = start_phase(Phase::kStep);
   MemoryBreakdown& g = pm[Tier::kGpu];
   if (z.stage == 0) {
-    g[Category::kGrads] += p * s.psi;
+    g[Category::kGrads] += p * s.train_psi;
     // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
-    if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.psi;
+    if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.train_psi;
   } else if (z.stage <= 2) {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
@@ -561,7 +584,7 @@ double PhaseWalk::gpu_model_state_bytes() const {
   double bytes = g0[Category::kParams16] + g0[Category::kMaster32] +
                  g0[Category::kOptimizerStates] + g0[Category::kGrads];
   // The steady gradient buffer of stages 0-2 is allocated in backward, not at start.
-  if (z_.stage <= 1) bytes += p_ * s_.psi;
+  if (z_.stage <= 1) bytes += p_ * s_.train_psi;
   if (z_.stage == 2 && !offload_opt_) bytes += a_ * P_;
   return bytes;
 }

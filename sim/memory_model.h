@@ -72,9 +72,14 @@ struct ZeroSizes {
   int param_bytes = 2;         // model dtype
   int grad_accum_bytes = 2;    // data_types.grad_accum_dtype (default: model dtype)
   double psi = 0;              // all parameters
-  double partition = 0;        // this rank's partition: stage 1/2 flat buffer padded to a
-                               // multiple of 2*dp, stage 3 each tensor padded to a multiple of dp
-  double largest_param = 0;    // largest single tensor
+  double train_psi = 0;        // trainable parameters (== psi unless some are frozen); gradients,
+                               // fp32 master weights and optimizer states exist for these only
+  double partition = 0;        // this rank's partition of the trainable parameters: stage 1/2
+                               // flat buffer padded to a multiple of 2*dp, stage 3 each tensor
+                               // padded to a multiple of dp; stage 0 all of them
+  double param_partition = 0;  // stage 3: this rank's 16-bit partition of all parameters (frozen
+                               // ones are partitioned too); other stages: == partition
+  double largest_param = 0;    // largest single trainable tensor
   double bucket = 0;           // reduce_bucket_size
   // Stage 3 only.
   double persistent = 0;        // params kept gathered (numel <= persistence threshold)

@@ -33,7 +33,11 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
     module_count_ += static_cast<int>(layer.modules.size());
   }
   const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch);
-  model_flops_ = 3 * fwd;
+  // Forward + backward, less the weight-gradient GEMMs frozen linears skip and the backward of
+  // layers no gradient reaches (models/finetune.h); 3 x forward when everything trains.
+  double skipped = 0;
+  for (const Piece& pc : pieces_) skipped += 2 * pc.fwd_flops - pc.bwd_flops;
+  model_flops_ = 3 * fwd - skipped;
   double recomputed = 0;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     if (acts_.checkpointed[i]) {
@@ -45,7 +49,8 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
   for (const models::Layer& layer : model.layers()) {
     for (const auto& module : layer.modules) {
-      if (module.tied_to.empty()) param_tensors_ += static_cast<double>(module.params.size());
+      if (!module.tied_to.empty()) continue;
+      for (const models::Param& prm : module.params) param_tensors_ += prm.trainable ? 1 : 0;
     }
   }
   // Roughly: compute and gathers per piece in forward and backward, plus buckets.
@@ -217,7 +222,7 @@ void StepBuilder::build(int micro_step, StepGraph* graph, bool finalize) const {
   const bool offload = config_.zero.offload_optimizer.device != OffloadDevice::kNone;
   if (!c.first) {
     if (config_.zero.stage <= 1) {
-      graph->baseline[static_cast<int>(Tier::kGpu)][Category::kGrads] += p * sizes_.psi;
+      graph->baseline[static_cast<int>(Tier::kGpu)][Category::kGrads] += p * sizes_.train_psi;
     } else if (config_.zero.stage == 2 && !offload) {
       graph->baseline[static_cast<int>(Tier::kGpu)][Category::kGrads] +=
           sizes_.grad_accum_bytes * sizes_.partition;
@@ -326,7 +331,7 @@ TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
   t.layer = pc.layer;
   t.index = piece;
   t.work_s = kind == TaskKind::kBackward ? pc.bwd_s : pc.fwd_s;
-  t.flops = kind == TaskKind::kBackward ? 2 * pc.fwd_flops : pc.fwd_flops;
+  t.flops = kind == TaskKind::kBackward ? pc.bwd_flops : pc.fwd_flops;
   if (kind == TaskKind::kBackward && config_.zero.stage >= 2) {
     // Stages 2-3: the gradient hooks copy the piece's new gradients into the IPG buffer
     // (reduce_ready_partitions_and_remove_grads / __add_grad_to_ipg_bucket, ref §2.1 item 4,
@@ -369,13 +374,14 @@ void StepBuilder::optimizer_stage0(Ctx& c) const {
   const double p = sizes_.param_bytes;
   const Tier gpu = Tier::kGpu;
   // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
-  TaskId ot = step_task(c, gpu_adam_task(sizes_.psi, /*copy_back=*/false));
+  // Over the trainable parameters only (frozen ones have no gradient and no optimizer state).
+  TaskId ot = step_task(c, gpu_adam_task(sizes_.train_psi, /*copy_back=*/false));
   if (config_.precision != Precision::kFp32) {
-    c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.psi);
-    c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.psi);
+    c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.train_psi);
+    c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.train_psi);
   }
   // zero_grad(set_to_none): the gradients are gone after the step.
-  c.g->effect(ot, true, gpu, Category::kGrads, -p * sizes_.psi);
+  c.g->effect(ot, true, gpu, Category::kGrads, -p * sizes_.train_psi);
 }
 
 void StepBuilder::optimizer_stages12(Ctx& c) const {
@@ -421,7 +427,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     last = step_task(c, offload_copy_task(TaskKind::kH2D, p * P), -1, at);
   }
   // Stage 1 frees the full gradients in step() (ref §2.1 item 7).
-  if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.psi);
+  if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.train_psi);
   // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
   step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
                             p * P * cluster_.gpus),

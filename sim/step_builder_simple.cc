@@ -253,7 +253,8 @@ void StepBuilder::SimpleBackward::allreduce_stage0() {
   // buffered_allreduce_fallback: flatten and all-reduce MEMORY_OPT_ALLREDUCE_SIZE pieces on
   // the compute stream after backward (engine.py, ref §4.2).
   const Tier gpu = Tier::kGpu;
-  double left = sb_.sizes_.psi;
+  // _get_gradients_for_reduction skips parameters without requires_grad: trainable ones only.
+  double left = sb_.sizes_.train_psi;
   int index = 0;
   while (left > 0) {
     const double elems = std::min(left, kStage0AllreduceElems);

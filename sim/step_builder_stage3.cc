@@ -142,6 +142,9 @@ void StepBuilder::Stage3Pass::plan_uses() {
   }
   const int n_layers = static_cast<int>(sb_.model_.layers().size());
   for (int layer = n_layers; layer-- > 0;) {
+    // A layer no gradient reaches has no backward, so no backward gather either: DeepSpeed's
+    // pre-backward hooks fire only in backward (models/finetune.h, Layer::no_grad).
+    if (sb_.model_.layers()[layer].no_grad) continue;
     const int begin = sb_.layer_first_piece_[layer], end = sb_.layer_first_piece_[layer + 1];
     if (sb_.acts_.checkpointed[layer]) {
       for (int pi = begin; pi < end; ++pi) uses_.push_back(use_of(pi, TaskKind::kRecompute));

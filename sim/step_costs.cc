@@ -20,7 +20,7 @@ EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes) {
 namespace {
 
 struct OpTime {
-  double fwd_s = 0, bwd_s = 0, fwd_flops = 0;
+  double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
 };
 
 // Forward and backward time of one operation over T = batch * seq tokens.
@@ -37,10 +37,14 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       // Routed experts (token_factor = experts_per_token): timed as one GEMM over all routed
       // rows, as a grouped-GEMM kernel runs them.
       const double rows = tokens * op.token_factor;
+      // A frozen weight (requires_grad false) needs no dW: mm's backward computes only the
+      // gradients of the inputs that require grad (PyTorch's derivatives.yaml for mm/addmm,
+      // each formula under grad_input_mask), so backward is one GEMM, 1x the forward FLOPs.
       t.fwd_s = gemm_time_s(gpu, rows, n, k, dtype_bytes);
-      t.bwd_s = gemm_time_s(gpu, rows, k, n, dtype_bytes) +
-                gemm_time_s(gpu, k, n, rows, dtype_bytes);
+      t.bwd_s = gemm_time_s(gpu, rows, k, n, dtype_bytes);
+      if (!op.frozen_weight) t.bwd_s += gemm_time_s(gpu, k, n, rows, dtype_bytes);
       t.fwd_flops = 2 * rows * n * k;
+      t.bwd_flops = (op.frozen_weight ? 1 : 2) * t.fwd_flops;
       break;
     }
     case models::OpKind::kAttention: {
@@ -55,6 +59,7 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       const double heads = static_cast<double>(op.heads), d = static_cast<double>(op.head_dim);
       const double dv = op.value_dim > 0 ? static_cast<double>(op.value_dim) : d;
       t.fwd_flops = 2 * tokens * seq * heads * (d + dv);
+      t.bwd_flops = 2 * t.fwd_flops;
       if (flash) {
         const double executed = kCausalFraction * t.fwd_flops;
         t.fwd_s = hardware::attention_time_s(gpu, executed, dtype_bytes);
@@ -86,7 +91,8 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
 // True iff two layers have the same compute and parameters (transformer blocks do), so that
 // their pieces cost the same.
 bool same_compute(const models::Layer& a, const models::Layer& b) {
-  if (a.kind != b.kind || a.ops.size() != b.ops.size() || a.modules.size() != b.modules.size()) {
+  if (a.kind != b.kind || a.ops.size() != b.ops.size() || a.modules.size() != b.modules.size() ||
+      a.no_grad != b.no_grad) {
     return false;
   }
   for (size_t i = 0; i < a.ops.size(); ++i) {
@@ -95,7 +101,7 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
     if (x.kind != y.kind || x.n != y.n || x.k != y.k || x.heads != y.heads ||
         x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
         x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
-        x.token_factor != y.token_factor) {
+        x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight) {
       return false;
     }
   }
@@ -106,7 +112,7 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
       return false;
     }
     for (size_t k = 0; k < pa.size(); ++k) {
-      if (pa[k].numel != pb[k].numel) return false;
+      if (pa[k].numel != pb[k].numel || pa[k].trainable != pb[k].trainable) return false;
     }
   }
   return true;
@@ -118,7 +124,7 @@ HostOps piece_host_ops(const Piece& piece, bool stage3) {
   const double ops = piece.end_op - piece.first_op;
   HostOps h;
   h.fwd = ops;
-  h.bwd = 2 * ops + (stage3 ? 0.0 : static_cast<double>(piece.grads.size()));
+  h.bwd = piece.no_grad ? 0 : 2 * ops + (stage3 ? 0.0 : static_cast<double>(piece.grads.size()));
   return h;
 }
 
@@ -174,6 +180,7 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
       cur.fwd_s += t.fwd_s;  // launch overheads are in the cost functions
       cur.bwd_s += t.bwd_s;
       cur.fwd_flops += t.fwd_flops;
+      cur.bwd_flops += t.bwd_flops;
     }
     cur.end_op = n_ops;
     pieces.push_back(cur);
@@ -181,6 +188,12 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
     for (size_t p = first_piece; p < pieces.size(); ++p) {
       pieces[p].fwd_s /= gpu.framework_efficiency;
       pieces[p].bwd_s /= gpu.framework_efficiency;
+      // No gradient reaches the layer (models/finetune.h): autograd runs nothing for it.
+      if (layer.no_grad) {
+        pieces[p].no_grad = true;
+        pieces[p].bwd_s = 0;
+        pieces[p].bwd_flops = 0;
+      }
     }
     // Gradients: each module's parameters belong to the piece of the first op that uses it (else
     // the layer's first piece); tied modules produce none of their own (the owner's hook fires
@@ -200,6 +213,8 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
       if (!layer.modules[m].tied_to.empty()) continue;
       const auto& params = layer.modules[m].params;
       for (size_t k = params.size(); k-- > 0;) {
+        // Frozen parameters have no gradient: no hook, no bucket, no reduction.
+        if (!params[k].trainable) continue;
         pieces[owner[m]].grads.push_back(static_cast<double>(params[k].numel));
       }
     }

@@ -44,6 +44,10 @@ struct Piece {
   double fwd_s = 0;
   double bwd_s = 0;
   double fwd_flops = 0;
+  // Backward FLOPs: 2x forward, less the weight gradients of frozen linears (1x for those), 0 for
+  // a layer no gradient reaches (Layer::no_grad, then no_grad is set and bwd_s is 0).
+  double bwd_flops = 0;
+  bool no_grad = false;
   // Elements of each parameter whose gradient this piece's backward produces, in the order the
   // gradients appear (reverse of the forward order).
   std::vector<double> grads;

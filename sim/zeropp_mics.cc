@@ -170,14 +170,15 @@ CommVolume stage3_comm_volume(const ZeroConfig& z, const hardware::Cluster& clus
   // the secondary one (it lives until step() calls invalidate_secondary_tensor).
   add(total, primary, 1);
   add(total, z.hpz() ? secondary : primary, 2.0 * gas - 1);
+  // Gradients of the trainable parameters only (frozen ones have none).
   if (groups.qgz) {
     // all_to_all_quant_reduce: int4 of the whole gradient inside the node, then int4 of the
     // node's 1/g share across nodes.
     const double g = groups.node.ranks;
-    add(total, volume_of(Collective::kAllGather, 0.5 * s.psi, groups.node), gas);
-    add(total, volume_of(Collective::kAllGather, 0.5 * s.psi / g, groups.across_nodes), gas);
+    add(total, volume_of(Collective::kAllGather, 0.5 * s.train_psi, groups.node), gas);
+    add(total, volume_of(Collective::kAllGather, 0.5 * s.train_psi / g, groups.across_nodes), gas);
   } else {
-    add(total, volume_of(Collective::kReduceScatter, p * s.psi, groups.partition), gas);
+    add(total, volume_of(Collective::kReduceScatter, p * s.train_psi, groups.partition), gas);
   }
   if (z.mics() && groups.replica.ranks > 1) {
     // mics.py allreduce_mics_shard_grads at the boundary: the accumulated partitions.

@@ -447,5 +447,52 @@ TEST_CASE("memory and simulate print every resolved ZeRO knob, and params by the
   }
 }
 
+TEST_CASE("bad fine-tuning flags: one line naming the flag, for every command", "[cli]") {
+  const std::string plan_base = "plan --model llama3-8b --gpus 8 --hw a100 --micro-batch 1 ";
+  for (const std::string& cmd :
+       {std::string("memory --model llama3-8b --gpus 8 --hw a100 --stage 2 "),
+        std::string("simulate --model llama3-8b --gpus 8 --hw a100 --stage 2 "), plan_base,
+        std::string("sweep --model llama3-8b --gpus 8 --hw a100 --micro-batch 1 ")}) {
+    INFO(cmd);
+    expect_one_line_error(run_zplan(cmd + "--lora-rank 0"), 1,
+                          "--lora-rank: must be a positive integer (the adapters' rank r), got 0");
+    expect_one_line_error(run_zplan(cmd + "--lora-targets q_proj"), 1,
+                          "--lora-targets: needs --lora-rank");
+    expect_one_line_error(run_zplan(cmd + "--lora-rank 8 --lora-targets q_proj,,v_proj"), 1,
+                          "--lora-targets: has an empty entry");
+    expect_one_line_error(run_zplan(cmd + "--lora-rank 8 --lora-targets c_attn"), 1,
+                          "--lora-targets: 'c_attn' matches no linear of llama3-8b");
+    expect_one_line_error(run_zplan(cmd + "--trainable 0"), 1,
+                          "--trainable: must be a fraction in (0, 1], got 0");
+    expect_one_line_error(run_zplan(cmd + "--trainable 2"), 1, "--trainable: must be a fraction");
+    expect_one_line_error(run_zplan(cmd + "--trainable 0.5 --lora-rank 8"), 1,
+                          "--trainable: cannot be combined with --lora-rank");
+    expect_one_line_error(run_zplan(cmd + "--lora-rank x"), 1,
+                          "--lora-rank: 'x' is not a whole number");
+  }
+  expect_one_line_error(
+      run_zplan("validate --model tiny-mlp-s --ranks 1 --hw examples/cpu-2core.json --stage 2 "
+                "--lora-rank 4"), 1,
+      "--lora-rank");
+}
+
+TEST_CASE("memory and simulate say what trains with --lora-rank, in text and JSON", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base =
+        std::string(cmd) + " --model llama3-8b --gpus 1 --hw a100 --stage 0 --micro-batch 1 ";
+    RunResult r = run_zplan(base + "--lora-rank 16");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("6.8 M trainable: LoRA rank 16 on q_proj,v_proj") != std::string::npos);
+    RunResult j = run_zplan(base + "--lora-rank 16 --json");
+    REQUIRE(j.exit_code == 0);
+    CHECK(j.out.find("\"trainable_params\": 6815744") != std::string::npos);
+    // Without the flags nothing is said.
+    RunResult plain = run_zplan(base + "--json");
+    CHECK(plain.out.find("trainable_params") == std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zplan::testing

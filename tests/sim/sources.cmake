@@ -1,6 +1,7 @@
 list(APPEND ZPLAN_TEST_SOURCES
   sim/engine_test.cc
   sim/estimators_test.cc
+  sim/finetune_test.cc
   sim/knobs_test.cc
   sim/memory_model_test.cc
   sim/periodic_test.cc

@@ -1,0 +1,360 @@
+#include "models/finetune.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
+#include "base/input_error.h"
+#include "base/text.h"
+
+namespace zplan::models {
+
+namespace {
+
+// What a block's linear does, read from the last components of its op name as model_builder.cc
+// names them per family (Hugging Face's module names).
+enum class Role {
+  kQ,          // q_proj, MLA q_a_proj: reads the attention input
+  kQLatent,    // MLA q_b_proj: reads the query latent
+  kK,
+  kV,
+  kQkv,        // fused q/k/v: c_attn (GPT-2), query_key_value (NeoX, Falcon), qkv_proj (Phi-3)
+  kKv,         // MLA kv_a_proj_with_mqa: reads the attention input
+  kKvLatent,   // MLA kv_b_proj
+  kOut,        // o_proj, out_proj, dense (NeoX, Falcon), attn.c_proj (GPT-2)
+  kGate,       // gate_proj (dense, expert or shared expert)
+  kUp,         // up_proj; the non-gated MLP's first linear: c_fc, fc1, fc_in, dense_h_to_4h
+  kGateUp,     // Phi-3 gate_up_proj
+  kDown,       // down_proj; the non-gated MLP's second: mlp.c_proj, fc2, fc_out, dense_4h_to_h
+  kRouter,     // a mixture of experts' router (mlp.gate) and Qwen2-MoE's shared_expert_gate
+};
+
+std::string last_component(const std::string& name, int from_end = 0) {
+  size_t end = name.size();
+  for (int i = 0; i < from_end && end != std::string::npos; ++i) {
+    end = name.rfind('.', end - 1);
+    if (end == std::string::npos) return "";
+  }
+  size_t dot = name.rfind('.', end - 1);
+  size_t start = dot == std::string::npos ? 0 : dot + 1;
+  return name.substr(start, end - start);
+}
+
+Role role_of(const std::string& op_name) {
+  const std::string last = last_component(op_name);
+  const std::string parent = last_component(op_name, 1);
+  if (last == "q_proj" || last == "q_a_proj") return Role::kQ;
+  if (last == "q_b_proj") return Role::kQLatent;
+  if (last == "k_proj") return Role::kK;
+  if (last == "v_proj") return Role::kV;
+  if (last == "qkv_proj" || last == "c_attn" || last == "query_key_value") return Role::kQkv;
+  if (last == "kv_a_proj_with_mqa") return Role::kKv;
+  if (last == "kv_b_proj") return Role::kKvLatent;
+  if (last == "o_proj" || last == "out_proj" || last == "dense") return Role::kOut;
+  if (last == "c_proj") return parent == "attn" ? Role::kOut : Role::kDown;
+  if (last == "gate_proj") return Role::kGate;
+  if (last == "up_proj" || last == "c_fc" || last == "fc1" || last == "fc_in" ||
+      last == "dense_h_to_4h") {
+    return Role::kUp;
+  }
+  if (last == "gate_up_proj") return Role::kGateUp;
+  if (last == "down_proj" || last == "fc2" || last == "fc_out" || last == "dense_4h_to_h") {
+    return Role::kDown;
+  }
+  return Role::kRouter;  // gate, shared_expert_gate: the only other linears of a block
+}
+
+// The generic names a role answers to. On families that fuse or rename projections, the generic
+// name selects the linear that holds that projection: q_proj, k_proj and v_proj select a fused
+// qkv (one adapter over its whole output), and under MLA q_proj selects q_proj or both of q_a_proj
+// and q_b_proj, k_proj and v_proj both kv_a_proj_with_mqa and kv_b_proj (each carries keys and
+// values); gate_proj and up_proj select gate_up_proj; up_proj and down_proj select a non-gated
+// MLP's first and second linear; o_proj the attention output projection.
+bool generic_match(const std::string& target, Role r) {
+  if (target == "q_proj") return r == Role::kQ || r == Role::kQLatent || r == Role::kQkv;
+  if (target == "k_proj") {
+    return r == Role::kK || r == Role::kQkv || r == Role::kKv || r == Role::kKvLatent;
+  }
+  if (target == "v_proj") {
+    return r == Role::kV || r == Role::kQkv || r == Role::kKv || r == Role::kKvLatent;
+  }
+  if (target == "o_proj") return r == Role::kOut;
+  if (target == "gate_proj") return r == Role::kGate || r == Role::kGateUp;
+  if (target == "up_proj") return r == Role::kUp || r == Role::kGateUp;
+  if (target == "down_proj") return r == Role::kDown;
+  return false;
+}
+
+// PEFT "all-linear": every nn.Linear of the blocks (not the LM head, which PEFT leaves out as
+// the output layer). A target also matches a linear by its own last name component, as PEFT
+// matches target_modules against the end of module names.
+bool target_matches(const std::string& target, const std::string& op_name) {
+  if (target == "all-linear") return true;
+  if (target == last_component(op_name)) return true;
+  // Expert GEMMs are named <block>.mlp.experts.gate_proj: one op for all experts' gate_proj.
+  return generic_match(target, role_of(op_name));
+}
+
+void freeze_layer(Layer& layer) {
+  for (Module& m : layer.modules) {
+    for (Param& p : m.params) p.trainable = false;
+  }
+  for (ComputeOp& op : layer.ops) {
+    if (op.kind == OpKind::kGemm) op.frozen_weight = true;
+  }
+}
+
+constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
+
+// Adds LoRA adapters to the block's targeted GEMMs. Returns the targets that matched.
+std::set<std::string> add_adapters(const ModelShape& shape, Layer& layer,
+                                   const std::vector<std::string>& targets, int64_t r) {
+  std::set<std::string> matched;
+  // GEMMs per module: a module with several (a mixture of experts' leaf module) takes the
+  // adapters' parameters itself, so that ZeRO-3 gathers them with the leaf.
+  std::vector<int> gemms(layer.modules.size(), 0);
+  for (const ComputeOp& op : layer.ops) {
+    if (op.kind == OpKind::kGemm && op.module >= 0) ++gemms[op.module];
+  }
+  std::vector<ComputeOp> ops;
+  for (const ComputeOp& base : layer.ops) {
+    ops.push_back(base);
+    if (base.kind != OpKind::kGemm) continue;
+    bool hit = false;
+    for (const std::string& t : targets) {
+      if (target_matches(t, base.name)) {
+        matched.insert(t);
+        hit = true;
+      }
+    }
+    if (!hit) continue;
+    // Routed experts: one adapter per expert, each token through experts_per_token of them.
+    const bool routed = base.token_factor != 1;
+    const int64_t copies = routed ? shape.experts : 1;
+    const std::string a_name = base.name + ".lora_A";
+    const std::string b_name = base.name + ".lora_B";
+    Param a{a_name + ".weight", copies * r * base.k, true};
+    Param b{b_name + ".weight", copies * base.n * r, true};
+    int a_module = base.module, b_module = base.module;
+    if (base.module >= 0 && gemms[base.module] > 1) {
+      layer.modules[base.module].params.push_back(a);
+      layer.modules[base.module].params.push_back(b);
+    } else {
+      layer.modules.push_back(Module{a_name, {a}, ""});
+      a_module = static_cast<int>(layer.modules.size()) - 1;
+      layer.modules.push_back(Module{b_name, {b}, ""});
+      b_module = static_cast<int>(layer.modules.size()) - 1;
+    }
+    // lora_B(lora_A(x)) * scaling added to the base output (peft/tuners/lora/layer.py
+    // Linear.forward): GEMMs [T x in] x [in x r] and [T x r] x [r x out], then the scale (read
+    // and write `out`) and the add (read two, write one): 10 * out bytes per token in 16 bits.
+    ComputeOp ga;
+    ga.name = a_name;
+    ga.kind = OpKind::kGemm;
+    ga.n = r;
+    ga.k = base.k;
+    ga.module = a_module;
+    ga.token_factor = base.token_factor;
+    ComputeOp gb = ga;
+    gb.name = b_name;
+    gb.n = base.n;
+    gb.k = r;
+    gb.module = b_module;
+    ComputeOp add;
+    add.name = base.name + ".lora_add";
+    add.kind = OpKind::kMemoryBound;
+    add.bytes_per_token = 10.0 * static_cast<double>(base.n) * base.token_factor;
+    ops.push_back(ga);
+    ops.push_back(gb);
+    ops.push_back(add);
+    layer.adapter_elements += static_cast<double>(r) * base.token_factor;
+  }
+  layer.ops = std::move(ops);
+  return matched;
+}
+
+// Which linear inputs a block still saves: an input is saved while any GEMM reading it has a
+// trainable weight or an adapter (lora_A saves it: with lora_dropout 0 it is the same tensor).
+// PyTorch's autograd saves a matmul operand only when the other operand's gradient needs it
+// (tools/autograd/gen_variable_type.py guard_for: a saved input used by one derivative formula
+// is saved under grad_fn->should_compute_output of that input), so the input of a frozen linear
+// is kept only by something else that reads it.
+void mark_unsaved(Layer& layer) {
+  bool has[4] = {false, false, false, false};
+  bool needed[4] = {false, false, false, false};
+  const size_t n = layer.ops.size();
+  for (size_t i = 0; i < n; ++i) {
+    const ComputeOp& op = layer.ops[i];
+    if (op.kind != OpKind::kGemm) continue;
+    const std::string last = last_component(op.name);
+    if (last == "lora_A" || last == "lora_B") continue;
+    int group = -1;
+    switch (role_of(op.name)) {
+      case Role::kQ:
+      case Role::kK:
+      case Role::kV:
+      case Role::kQkv:
+      case Role::kKv:
+        group = 0;
+        break;
+      case Role::kOut:
+        group = 1;
+        break;
+      case Role::kGate:
+      case Role::kUp:
+      case Role::kGateUp:
+      case Role::kRouter:
+        // The shared expert's and the router's GEMMs read the MLP input too; the routed
+        // experts read their dispatched copies (counted in the experts' own estimate).
+        group = op.token_factor != 1 ? -1 : 2;
+        break;
+      case Role::kDown:
+        group = op.token_factor != 1 ? -1 : 3;
+        break;
+      case Role::kQLatent:
+      case Role::kKvLatent:
+        break;
+    }
+    if (group < 0) continue;
+    has[group] = true;
+    const bool adapter = i + 1 < n && layer.ops[i + 1].name == op.name + ".lora_A";
+    if (!op.frozen_weight || adapter) needed[group] = true;
+  }
+  layer.unsaved.attention_in = has[0] && !needed[0];
+  layer.unsaved.out_in = has[1] && !needed[1];
+  layer.unsaved.mlp_in = has[2] && !needed[2];
+  layer.unsaved.down_in = has[3] && !needed[3];
+}
+
+}  // namespace
+
+std::vector<std::string> parse_lora_targets(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = list.find(',', start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos
+                                                                     : comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) {
+      throw InputError("--lora-targets", "has an empty entry in '" + list +
+                                             "' (a comma list such as q_proj,v_proj)");
+    }
+    for (char c : item) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
+        throw InputError("--lora-targets", "'" + item +
+                                               "' is not a module name (letters, digits, _ and "
+                                               "-; e.g. q_proj, down_proj, all-linear)");
+      }
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string describe_finetune(const FineTune& ft) {
+  if (ft.lora()) {
+    std::string targets;
+    for (const std::string& t : ft.lora_targets) targets += (targets.empty() ? "" : ",") + t;
+    return "LoRA rank " + std::to_string(ft.lora_rank) + " on " + targets +
+           " (base weights frozen)";
+  }
+  if (ft.trainable_fraction < 1) {
+    return strformat("the bottom layers frozen (--trainable %g)", ft.trainable_fraction);
+  }
+  return "";
+}
+
+Model apply_finetune(const Model& model, const FineTune& ft) {
+  const ModelShape& shape = model.shape();
+  const std::string flag = ft.lora() ? "--lora-rank" : "--trainable";
+  if (ft.lora() && ft.trainable_fraction < 1) {
+    throw InputError("--trainable", "cannot be combined with --lora-rank (LoRA trains the "
+                                    "adapters only; every base parameter is frozen)");
+  }
+  if (!(ft.trainable_fraction > 0 && ft.trainable_fraction <= 1)) {
+    throw InputError("--trainable", "must be a fraction in (0, 1], got " +
+                                        strformat("%g", ft.trainable_fraction));
+  }
+  if (ft.lora_rank < 0 || ft.lora_rank > kMaxLoraRank) {
+    throw InputError("--lora-rank", "must be between 1 and " + std::to_string(kMaxLoraRank) +
+                                        ", got " + std::to_string(ft.lora_rank));
+  }
+  if (!ft.frozen()) return model;
+  if (shape.family == Family::kMlp) {
+    throw InputError(flag, "the executor's MLP stacks (" + model.name() +
+                               ") are trained in full; fine-tuning applies to transformers");
+  }
+  std::vector<Layer> layers = model.layers();
+  if (ft.lora()) {
+    std::set<std::string> matched;
+    for (Layer& layer : layers) {
+      freeze_layer(layer);
+      if (layer.kind != LayerKind::kBlock) continue;
+      std::set<std::string> m = add_adapters(shape, layer, ft.lora_targets, ft.lora_rank);
+      matched.insert(m.begin(), m.end());
+    }
+    for (const std::string& t : ft.lora_targets) {
+      if (matched.count(t)) continue;
+      std::string names;
+      std::set<std::string> seen;
+      for (const Layer& layer : layers) {
+        if (layer.kind != LayerKind::kBlock) continue;
+        for (const ComputeOp& op : layer.ops) {
+          const std::string last = last_component(op.name);
+          if (op.kind != OpKind::kGemm || last == "lora_A" || last == "lora_B") continue;
+          if (seen.insert(last).second) names += (names.empty() ? "" : ", ") + last;
+        }
+      }
+      throw InputError("--lora-targets", "'" + t + "' matches no linear of " + model.name() +
+                                             " (its block linears: " + names +
+                                             "; or q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                                             "up_proj, down_proj, all-linear)");
+    }
+  } else {
+    // Freeze whole layers from the bottom while at most (1 - F) of the parameters are frozen.
+    const double total = static_cast<double>(model.num_params());
+    const double may_freeze = (1 - ft.trainable_fraction) * total;
+    double frozen = 0;
+    std::set<std::string> frozen_modules;
+    for (Layer& layer : layers) {
+      const double n = static_cast<double>(layer.numel());
+      if (frozen + n > may_freeze) break;
+      frozen += n;
+      freeze_layer(layer);
+      for (const Module& m : layer.modules) frozen_modules.insert(m.name);
+    }
+    // A tied LM head is the embedding's matrix: frozen with it.
+    for (Layer& layer : layers) {
+      for (Module& m : layer.modules) {
+        if (m.tied_to.empty() || !frozen_modules.count(m.tied_to)) continue;
+        for (Param& p : m.params) p.trainable = false;
+        for (ComputeOp& op : layer.ops) {
+          if (op.kind == OpKind::kGemm && layer.modules[op.module].name == m.name) {
+            op.frozen_weight = true;
+          }
+        }
+      }
+    }
+  }
+  // Autograd records nothing until the first layer holding a trainable parameter.
+  bool grad_flows = false;
+  for (Layer& layer : layers) {
+    bool trains = false;
+    for (const Module& m : layer.modules) {
+      for (const Param& p : m.params) trains = trains || p.trainable;
+    }
+    grad_flows = grad_flows || trains;
+    layer.no_grad = !grad_flows;
+    if (layer.kind == LayerKind::kBlock && grad_flows) mark_unsaved(layer);
+  }
+  Model out(shape, std::move(layers));
+  out.set_finetune(ft);
+  return out;
+}
+
+}  // namespace zplan::models

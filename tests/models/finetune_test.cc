@@ -1,0 +1,168 @@
+// Fine-tuning (models/finetune.h): LoRA adapter counts per family, what is frozen, which
+// activations a frozen linear no longer keeps, and the flags' errors.
+#include <catch2/catch.hpp>
+
+#include "models/catalog.h"
+#include "models/finetune.h"
+#include "tests/models/test_util.h"
+
+namespace zplan::models {
+namespace {
+
+using testing::data_path;
+using testing::example_path;
+using testing::input_error_of;
+
+Model lora(const std::string& model, int64_t r, const std::string& targets) {
+  FineTune ft;
+  ft.lora_rank = r;
+  ft.lora_targets = parse_lora_targets(targets);
+  return apply_finetune(load_model(model), ft);
+}
+
+Model partial(const std::string& model, double fraction) {
+  FineTune ft;
+  ft.trainable_fraction = fraction;
+  return apply_finetune(load_model(model), ft);
+}
+
+TEST_CASE("LoRA adapters on llama3-8b: r*(in+out) per target per layer, base frozen",
+          "[models]") {
+  const Model base = load_model("llama3-8b");
+  // q_proj: 4096 -> 4096; v_proj: 4096 -> 8 kv heads x 128 = 1024 (GQA).
+  // r = 16: 16*(4096+4096) + 16*(4096+1024) = 131072 + 81920 = 212992 per layer, x 32 layers
+  // = 6,815,744 -- what PEFT's print_trainable_parameters() prints for this model.
+  const Model qv = lora("llama3-8b", 16, "q_proj,v_proj");
+  CHECK(qv.trainable_params() == 6'815'744);
+  CHECK(qv.num_params() == base.num_params() + 6'815'744);
+  // all-linear adds k (81920), o (131072) and gate, up, down: 16*(4096+14336) = 294912 each:
+  // 2*131072 + 2*81920 + 3*294912 = 1,310,720 per layer, x 32 = 41,943,040.
+  const Model all = lora("llama3-8b", 16, "all-linear");
+  CHECK(all.trainable_params() == 41'943'040);
+  // The same list spelled out; rank is linear in the count.
+  CHECK(lora("llama3-8b", 16, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
+            .trainable_params() == 41'943'040);
+  CHECK(lora("llama3-8b", 8, "all-linear").trainable_params() == 41'943'040 / 2);
+  // Every base GEMM is frozen, every adapter GEMM trains; the embedding has no backward.
+  const Layer& block = qv.layers()[1];
+  int frozen = 0, adapters = 0;
+  for (const ComputeOp& op : block.ops) {
+    if (op.kind != OpKind::kGemm) continue;
+    (op.frozen_weight ? frozen : adapters) += 1;
+  }
+  CHECK(frozen == 7);
+  CHECK(adapters == 4);
+  CHECK(qv.layers()[0].no_grad);
+  CHECK_FALSE(qv.layers()[1].no_grad);
+  CHECK(qv.finetune().lora());
+  CHECK(describe_finetune(qv.finetune()) == "LoRA rank 16 on q_proj,v_proj (base weights frozen)");
+}
+
+TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[models]") {
+  // GPT-2 fuses q, k, v into c_attn (768 -> 2304): q_proj and v_proj both select it, one
+  // adapter: 8*(768+2304) = 24576 per layer, x 12 = 294,912 -- PEFT's count for gpt2 with its
+  // default target c_attn.
+  CHECK(lora(example_path("gpt2.json"), 8, "q_proj,v_proj").trainable_params() == 294'912);
+  CHECK(lora(example_path("gpt2.json"), 8, "c_attn").trainable_params() == 294'912);
+  // Falcon-7B: query_key_value 4544 -> 4544 + 2*64 (multi-query) = 4672:
+  // 16*(4544+4672) = 147456 per layer, x 32 = 4,718,592 (PEFT's figure for falcon-7b).
+  CHECK(lora(example_path("falcon-7b.json"), 16, "query_key_value").trainable_params() ==
+        4'718'592);
+  // Mixtral-8x7B: down_proj of each of the 8 experts, 14336 -> 4096:
+  // 8 experts * 8*(14336+4096) = 1,179,648 per layer, x 32 = 37,748,736.
+  const Model mixtral = lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "down_proj");
+  CHECK(mixtral.trainable_params() == 37'748'736);
+  // DeepSeek-V2-Lite (no q_lora_rank): k_proj selects kv_a_proj_with_mqa (h -> kv_lora + rope)
+  // and kv_b_proj (kv_lora -> heads*(nope + v)).
+  const Model ds = load_model(data_path("DeepSeek-V2-Lite.json"));
+  const ModelShape& s = ds.shape();
+  const int64_t r = 4;
+  const int64_t per_layer = r * (s.hidden + s.kv_lora_rank + s.qk_rope_head_dim) +
+                            r * (s.kv_lora_rank + s.heads * (s.qk_nope_head_dim + s.v_head_dim));
+  CHECK(lora(data_path("DeepSeek-V2-Lite.json"), r, "k_proj").trainable_params() ==
+        per_layer * s.layers);
+  // Phi-3's fused gate_up_proj (h -> 2f) answers to gate_proj and up_proj, once.
+  const Model phi = load_model(data_path("Phi-3-mini-4k-instruct.json"));
+  const ModelShape& p = phi.shape();
+  CHECK(lora(data_path("Phi-3-mini-4k-instruct.json"), 8, "gate_proj,up_proj")
+            .trainable_params() == 8 * (p.hidden + 2 * p.ffn) * p.layers);
+}
+
+TEST_CASE("a trainable fraction freezes whole layers from the bottom, embedding first",
+          "[models]") {
+  const Model base = load_model("llama3-8b");
+  const Model half = partial("llama3-8b", 0.5);
+  const double total = static_cast<double>(base.num_params());
+  const double trainable = static_cast<double>(half.trainable_params());
+  const double block = static_cast<double>(base.layers()[1].numel());
+  // At least half trains, and one block fewer would be less than half.
+  CHECK(trainable >= 0.5 * total);
+  CHECK(trainable - block < 0.5 * total);
+  CHECK(half.layers()[0].no_grad);  // the embedding is frozen first
+  size_t first_trained = 0;
+  while (half.layers()[first_trained].no_grad) ++first_trained;
+  CHECK(half.layers()[first_trained].trainable_numel() == half.layers()[first_trained].numel());
+  // No gradient reaches the frozen bottom: nothing stored there.
+  ActivationOptions o;
+  CHECK(half.layer_activations(1, 2048, 1, o).stored_bytes == 0);
+  // GPT-2 ties the LM head to the token embedding: freezing the embedding freezes the head.
+  const Model gpt = partial(example_path("gpt2.json"), 0.5);
+  const Layer& head = gpt.layers().back();
+  CHECK(head.ops.front().frozen_weight);
+  // A fraction too large to free any layer leaves everything trainable.
+  CHECK(partial("llama3-8b", 0.999).trainable_params() == base.num_params());
+}
+
+TEST_CASE("a frozen linear's input is not saved unless an adapter or another reader keeps it",
+          "[models]") {
+  // llama3-8b, s = 2048, b = 1, bf16, sdpa: a block keeps 2*T*(6h + 2G + 4f) + 4*a*T
+  // (models/activations.cc). With LoRA on q and v only: the MLP input (h, read by the frozen
+  // gate and up) and the down projection's input (f) are no longer saved; the attention input
+  // stays (lora_A of q and v saves it); the output projection's input stays (flash attention
+  // keeps it as O); each adapter adds its rank-16 lora_A output.
+  const Model base = load_model("llama3-8b");
+  const Model qv = lora("llama3-8b", 16, "q_proj,v_proj");
+  const double T = 2048, h = 4096, G = 1024, f = 14336, a = 32, r = 16;
+  ActivationOptions o;
+  CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes == 2 * T * (6 * h + 2 * G + 4 * f) +
+                                                                  4 * a * T);
+  CHECK(qv.layer_activations(1, 2048, 1, o).stored_bytes ==
+        2 * T * (6 * h + 2 * G + 4 * f - h - f + 2 * r) + 4 * a * T);
+  // Eager attention: the output projection's input (A = h) is dropped too.
+  o.flash_attention = false;
+  CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes -
+            qv.layer_activations(1, 2048, 1, o).stored_bytes ==
+        2 * T * (h + f + h - 2 * r));
+  // all-linear: every input is still saved, plus seven rank-r outputs.
+  o.flash_attention = true;
+  CHECK(lora("llama3-8b", 16, "all-linear").layer_activations(1, 2048, 1, o).stored_bytes ==
+        base.layer_activations(1, 2048, 1, o).stored_bytes + 2 * T * 7 * r);
+}
+
+TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {
+  CHECK(input_error_of([] { parse_lora_targets("q_proj,,v_proj"); }).find("--lora-targets") == 0);
+  CHECK(input_error_of([] { parse_lora_targets("q proj"); }).find("--lora-targets") == 0);
+  CHECK(input_error_of([] { parse_lora_targets(""); }).find("--lora-targets") == 0);
+  CHECK(parse_lora_targets(" q_proj , v_proj,q_proj") ==
+        std::vector<std::string>{"q_proj", "v_proj"});
+  const std::string unknown = input_error_of([] { lora("llama3-8b", 16, "q_proj,c_attn"); });
+  CHECK(unknown.find("--lora-targets") == 0);
+  CHECK(unknown.find("'c_attn' matches no linear of llama3-8b") != std::string::npos);
+  CHECK(unknown.find("gate_proj") != std::string::npos);  // lists what it has
+  // GPT-2's MLP has no gate.
+  CHECK(input_error_of([] { lora(example_path("gpt2.json"), 8, "gate_proj"); })
+            .find("matches no linear") != std::string::npos);
+  CHECK(input_error_of([] { lora("llama3-8b", 1 << 20, "q_proj"); }).find("--lora-rank") == 0);
+  CHECK(input_error_of([] { partial("llama3-8b", 0); }).find("--trainable") == 0);
+  CHECK(input_error_of([] { partial("llama3-8b", 1.5); }).find("--trainable") == 0);
+  CHECK(input_error_of([] { partial("tiny-mlp", 0.5); }).find("--trainable") == 0);
+  FineTune both;
+  both.lora_rank = 8;
+  both.lora_targets = {"q_proj"};
+  both.trainable_fraction = 0.5;
+  CHECK(input_error_of([&] { apply_finetune(load_model("llama3-8b"), both); })
+            .find("--trainable") == 0);
+}
+
+}  // namespace
+}  // namespace zplan::models
