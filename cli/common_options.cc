@@ -36,8 +36,9 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "flash_attention_3 (flash3) (default: sdpa, Hugging Face's default)");
   app.add_flag("--no-flash-attention", o.no_flash_attention, "the same as --attention eager");
   app.add_option("--loss", o.loss,
-                 "standard (logits materialized, upcast to fp32) or fused (a fused linear + "
-                 "cross-entropy kernel such as Liger's) (default: standard)");
+                 "standard (logits materialized, upcast to fp32), fused (a fused linear + "
+                 "cross-entropy kernel such as Liger's) or liger (Liger-Kernel's patches: the "
+                 "fused loss and its SwiGLU kernel) (default: standard)");
   if (!zero_flags) return;
   app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
   app.add_option("--stage", o.stage, "ZeRO stage 0-3 (instead of --ds-config)");
@@ -146,10 +147,11 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
     w.attention = sim::Attention::kEager;
   }
   const std::string loss = ascii_lower(o.loss);
-  if (loss == "fused") {
+  if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
+    w.fused_swiglu = loss == "liger";
   } else if (!loss.empty() && loss != "standard") {
-    throw InputError("--loss", "must be standard or fused, got '" + o.loss + "'");
+    throw InputError("--loss", "must be standard, fused or liger, got '" + o.loss + "'");
   }
   return w;
 }
