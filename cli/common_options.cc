@@ -36,9 +36,10 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "flash_attention_3 (flash3) (default: sdpa, Hugging Face's default)");
   app.add_flag("--no-flash-attention", o.no_flash_attention, "the same as --attention eager");
   app.add_option("--loss", o.loss,
-                 "standard (logits materialized, upcast to fp32), fused (a fused linear + "
-                 "cross-entropy kernel such as Liger's) or liger (Liger-Kernel's patches: the "
-                 "fused loss and its SwiGLU kernel) (default: standard)");
+                 "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
+                 "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
+                 "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
+                 "patches: the fused loss and its SwiGLU kernel) (default: standard)");
   if (!zero_flags) return;
   app.add_option("--ds-config", o.ds_config, "a DeepSpeed ds_config.json to read");
   app.add_option("--stage", o.stage, "ZeRO stage 0-3 (instead of --ds-config)");
@@ -150,8 +151,11 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
   if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
     w.fused_swiglu = loss == "liger";
+  } else if (loss == "no-upcast") {
+    w.loss_upcast = false;
   } else if (!loss.empty() && loss != "standard") {
-    throw InputError("--loss", "must be standard, fused or liger, got '" + o.loss + "'");
+    throw InputError("--loss",
+                     "must be standard, no-upcast, fused or liger, got '" + o.loss + "'");
   }
   return w;
 }

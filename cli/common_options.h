@@ -43,7 +43,7 @@ struct SetupOptions {
   std::string checkpointing;      // "", "none", "full"
   std::string attention;  // --attention as given; empty: sdpa
   bool no_flash_attention = false;  // the older spelling of --attention eager
-  std::string loss;       // --loss: "", "standard", "fused", "liger"
+  std::string loss;       // --loss: "", "standard", "no-upcast", "fused", "liger"
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
   std::optional<int> stage;

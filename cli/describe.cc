@@ -122,7 +122,7 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
                                                            : ", checkpointing full")
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
-  if (w.fused_loss) s += std::string(", ") + w.loss_name() + " loss";
+  if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
   return s;
 }
 

@@ -119,6 +119,18 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
         out.workspace_bytes = 2 * dt * tokens * e;
         return out;
       }
+      if (!options.loss_upcast) {
+        // The loss on the D-byte logits, as 2021 transformers' GPT2LMHeadModel.forward computed
+        // it (before ForCausalLMLoss's upcast): `shift_logits = lm_logits[..., :-1,
+        // :].contiguous()` then CrossEntropyLoss on them. Stored: log_softmax's D-byte output.
+        // Workspace: forward, the logits and their shifted copy (2D); backward, log_softmax's
+        // backward reads the log-probabilities' gradient and writes the shifted logits' (2D),
+        // then the slice's backward writes the logits' (2D) beside the latter: 2D either way.
+        out.stored_bytes = dt * tokens * (h + (e != h ? e : 0)) + dt * tokens * v + 8 * tokens;
+        out.checkpoint_bytes = out.stored_bytes;
+        out.workspace_bytes = 2 * dt * tokens * v;
+        return out;
+      }
       out.stored_bytes = dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
       out.checkpoint_bytes = out.stored_bytes;
       out.workspace_bytes = tokens * v * std::max(dt + (dt < 4 ? 4 : 0), 8.0);

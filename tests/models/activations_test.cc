@@ -158,6 +158,13 @@ TEST_CASE("embedding, final norm and LM head activations", "[models]") {
   head = gpt.layer_activations(14, 2048, 2, flash(true, 4));
   CHECK(head.stored_bytes == 4 * s * b * h + 4 * s * b * V + 8 * s * b);
   CHECK(head.workspace_bytes == 8 * s * b * V);
+  // The loss on the 16-bit logits (2021 GPT-2): 2-byte log-probabilities stored; the logits and
+  // their shifted copy, or two 16-bit gradients, beside them.
+  ActivationOptions no_upcast = flash(true);
+  no_upcast.loss_upcast = false;
+  head = gpt.layer_activations(14, 2048, 2, no_upcast);
+  CHECK(head.stored_bytes == 2 * s * b * h + 2 * s * b * V + 8 * s * b);
+  CHECK(head.workspace_bytes == 4 * s * b * V);
 
   // Llama: no embedding dropout.
   Model llama = load_model("llama2-7b");
