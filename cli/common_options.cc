@@ -37,8 +37,10 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "flash_attention_3 (flash3) (default: sdpa, Hugging Face's default)");
   app.add_flag("--no-flash-attention", o.no_flash_attention, "the same as --attention eager");
   app.add_option("--loss", o.loss,
-                 "standard (logits materialized, upcast to fp32) or fused (a fused linear + "
-                 "cross-entropy kernel such as Liger's) (default: standard)");
+                 "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
+                 "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
+                 "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
+                 "patches: the fused loss and its SwiGLU kernel) (default: standard)");
   app.add_option("--lora-rank", o.lora_rank,
                  "train LoRA adapters of this rank (PEFT), every base weight frozen");
   app.add_option("--lora-targets", o.lora_targets,
@@ -190,10 +192,14 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
     w.attention = sim::Attention::kEager;
   }
   const std::string loss = ascii_lower(o.loss);
-  if (loss == "fused") {
+  if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
+    w.fused_swiglu = loss == "liger";
+  } else if (loss == "no-upcast") {
+    w.loss_upcast = false;
   } else if (!loss.empty() && loss != "standard") {
-    throw InputError("--loss", "must be standard or fused, got '" + o.loss + "'");
+    throw InputError("--loss",
+                     "must be standard, no-upcast, fused or liger, got '" + o.loss + "'");
   }
   return w;
 }

@@ -43,7 +43,7 @@ struct SetupOptions {
   std::string checkpointing;      // "", "none", "full"
   std::string attention;  // --attention as given; empty: sdpa
   bool no_flash_attention = false;  // the older spelling of --attention eager
-  std::string loss;       // --loss: "", "standard", "fused"
+  std::string loss;       // --loss: "", "standard", "no-upcast", "fused", "liger"
   // Fine-tuning (models/finetune.h): --lora-rank, --lora-targets, --trainable.
   std::optional<int64_t> lora_rank;
   std::optional<std::string> lora_targets;

@@ -139,7 +139,7 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
                                                            : ", checkpointing full")
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
-  if (w.fused_loss) s += ", fused loss";
+  if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
   return s;
 }
 
@@ -156,7 +156,7 @@ nlohmann::json setup_to_json(const Setup& setup) {
                   {"nodes", setup.cluster.nodes}};
   j["workload"] = {{"seq_len", setup.workload.seq_len},
                    {"attention", sim::attention_name(setup.workload.attention)},
-                   {"loss", setup.workload.fused_loss ? "fused" : "standard"}};
+                   {"loss", setup.workload.loss_name()}};
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }

@@ -153,7 +153,7 @@ nlohmann::json search_json(const planner::Problem& p, const planner::SearchResul
                   {"nodes", p.cluster.nodes}};
   j["workload"] = {{"seq_len", p.workload.seq_len},
                    {"attention", sim::attention_name(p.workload.attention)},
-                   {"loss", p.workload.fused_loss ? "fused" : "standard"},
+                   {"loss", p.workload.loss_name()},
                    {"precision", sim::precision_name(p.precision)}};
   j["batch"] = {{"global_batch", s.space.batch.global_batch},
                 {"per_gpu", s.space.batch.per_gpu},

@@ -376,10 +376,12 @@ double peak_flops_per_s(const GpuSpec& gpu, int dtype_bytes) {
   return fp32_rate ? gpu.peak_fp32_flops_per_s : gpu.peak_flops_per_s;
 }
 
-double attention_time_s(const GpuSpec& gpu, double flops, int dtype_bytes) {
+double attention_time_s(const GpuSpec& gpu, double flops, int dtype_bytes, bool flash3) {
   if (!(flops > 0)) return 0;
-  return flops / (peak_flops_per_s(gpu, dtype_bytes) * gpu.attention_efficiency) +
-         gpu.kernel_launch_s;
+  const double efficiency = flash3 && gpu.flash3_attention_efficiency > 0
+                                ? gpu.flash3_attention_efficiency
+                                : gpu.attention_efficiency;
+  return flops / (peak_flops_per_s(gpu, dtype_bytes) * efficiency) + gpu.kernel_launch_s;
 }
 
 double gemm_time_s(const GpuSpec& gpu, double m, double n, double k, int dtype_bytes) {

@@ -20,8 +20,9 @@ double gemm_time_s(const GpuSpec& gpu, double m, double n, double k, int dtype_b
 double peak_flops_per_s(const GpuSpec& gpu, int dtype_bytes);
 
 // A fused (flash) attention kernel of `flops` FLOPs: flops / (peak * attention_efficiency) +
-// launch (FlashAttention-2 reaches 50-73% of an A100's peak, not a GEMM's ~87%).
-double attention_time_s(const GpuSpec& gpu, double flops, int dtype_bytes);
+// launch (FlashAttention-2 reaches 50-73% of an A100's peak, not a GEMM's ~87%); with `flash3`,
+// at the profile's flash3_attention_efficiency where it gives one.
+double attention_time_s(const GpuSpec& gpu, double flops, int dtype_bytes, bool flash3 = false);
 
 // A kernel limited by memory bandwidth that reads and writes `bytes` in total.
 double memory_bound_time_s(const GpuSpec& gpu, double bytes);

@@ -156,7 +156,7 @@ std::pair<double, double> read_pair(const JsonReader& element, const char* what)
 GpuSpec read_gpu(const JsonReader& r) {
   r.reject_unknown_keys({"name", "arch", "memory_gib", "peak_tflops", "peak_fp32_tflops",
                          "hbm_gbps", "hbm_efficiency", "gemm_efficiency", "attention_efficiency",
-                         "comm_compute_slowdown", "framework_efficiency", "kernel_launch_us"});
+                         "flash3_attention_efficiency", "comm_compute_slowdown", "framework_efficiency", "kernel_launch_us"});
   GpuSpec g;
   g.name = r.string("name");
   g.arch = static_cast<Arch>(read_enum(r, "arch", kArchNames));
@@ -178,6 +178,9 @@ GpuSpec read_gpu(const JsonReader& r) {
     g.gemm_efficiency.push_back({flops, efficiency});
   }
   g.attention_efficiency = fraction(r, "attention_efficiency");
+  if (r.has("flash3_attention_efficiency")) {
+    g.flash3_attention_efficiency = fraction(r, "flash3_attention_efficiency");
+  }
   g.comm_compute_slowdown = unit_interval(r, "comm_compute_slowdown");
   g.framework_efficiency = fraction(r, "framework_efficiency");
   g.kernel_launch_s = in_range(r, "kernel_launch_us", kLatencyRange, kUs);
@@ -428,6 +431,9 @@ nlohmann::json profile_to_json(const Profile& p) {
               {"comm_compute_slowdown", number_json(g.comm_compute_slowdown)},
               {"framework_efficiency", number_json(g.framework_efficiency)},
               {"kernel_launch_us", in_units(g.kernel_launch_s, kUs)}};
+  if (g.flash3_attention_efficiency > 0) {
+    j["gpu"]["flash3_attention_efficiency"] = number_json(g.flash3_attention_efficiency);
+  }
 
   const NodeSpec& n = p.node;
   nlohmann::json node = {

@@ -52,6 +52,9 @@ struct GpuSpec {
   std::vector<GemmEfficiencyPoint> gemm_efficiency;
   // Fraction of peak that fused (flash) attention kernels reach at training sequence lengths.
   double attention_efficiency = 0;
+  // The same for FlashAttention-3 (flash_attention_3, Hopper only), which the profile may rate
+  // apart; 0 = not given: FlashAttention-3 runs at attention_efficiency.
+  double flash3_attention_efficiency = 0;
   // Fraction of compute throughput lost while a collective kernel runs beside it: NCCL's
   // kernels occupy one SM per channel and share HBM bandwidth with the GEMMs they overlap.
   // 1 means no overlap at all (CPU ranks whose collectives run on the same cores).

@@ -95,10 +95,17 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
       // the loss_function of every *ForCausalLM) upcasts the logits (`logits = logits.float()`)
       // and calls nn.functional.cross_entropy, whose log_softmax saves its fp32 output for
       // backward; the 16-bit logits and the fp32 copy are freed once it is computed.
-      // Workspace (estimate), the backward peak: the gradient of the log-probabilities (fp32,
-      // 4V), of the fp32 logits (4V, absent when activations are fp32 already) and of the
-      // D-byte logits (D*V): with D = 2, 10*T*V -- the same size as the forward's 16-bit logits
-      // + fp32 copy + log-softmax output.
+      // Workspace, the larger of the loss's two transient peaks over the stored 4*T*V:
+      //   forward: the D-byte logits and their fp32 copy (D + 4 per element; one fp32 tensor,
+      //     4, when D = 4) alive while log_softmax writes its output;
+      //   backward: log_softmax's backward (LogSoftmaxBackward0) reads the gradient of the
+      //     log-probabilities (fp32, 4V, what nll_loss's backward wrote) and writes the gradient
+      //     of the fp32 logits (4V): 8*T*V. The autograd engine releases a node's input gradient
+      //     and its saved tensors once the node has run (torch/csrc/autograd/engine.cpp,
+      //     evaluate_function; saved variables are freed unless retain_graph), so the cast's
+      //     backward (ToCopyBackward0), which writes the D-byte gradient, runs with only the 4V
+      //     gradient left: 4 + D < 8 more, never the 4 + 4 + D of the three gradients at once.
+      // With D = 2 that is max(6, 8) = 8*T*V, a peak of 12*T*V with the stored log-probabilities.
       const double e = m.embed_proj_dim > 0 ? static_cast<double>(m.embed_proj_dim) : h;
       const double v = static_cast<double>(m.vocab);
       // A frozen head (LoRA freezes every base weight) needs no weight gradient: its GEMMs'
@@ -123,10 +130,22 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
         out.workspace_bytes = 2 * dt * tokens * e;
         return out;
       }
-      out.stored_bytes =
-          keep_inputs * dt * tokens * (h + (e != h ? e : 0)) + 4 * tokens * v + 8 * tokens;
+      const double kept_inputs = keep_inputs * dt * tokens * (h + (e != h ? e : 0));
+      if (!options.loss_upcast) {
+        // The loss on the D-byte logits, as 2021 transformers' GPT2LMHeadModel.forward computed
+        // it (before ForCausalLMLoss's upcast): `shift_logits = lm_logits[..., :-1,
+        // :].contiguous()` then CrossEntropyLoss on them. Stored: log_softmax's D-byte output.
+        // Workspace: forward, the logits and their shifted copy (2D); backward, log_softmax's
+        // backward reads the log-probabilities' gradient and writes the shifted logits' (2D),
+        // then the slice's backward writes the logits' (2D) beside the latter: 2D either way.
+        out.stored_bytes = kept_inputs + dt * tokens * v + 8 * tokens;
+        out.checkpoint_bytes = out.stored_bytes;
+        out.workspace_bytes = 2 * dt * tokens * v;
+        return out;
+      }
+      out.stored_bytes = kept_inputs + 4 * tokens * v + 8 * tokens;
       out.checkpoint_bytes = out.stored_bytes;
-      out.workspace_bytes = tokens * v * (dt + (dt < 4 ? 4 : 0) + 4);
+      out.workspace_bytes = tokens * v * std::max(dt + (dt < 4 ? 4 : 0), 8.0);
       return out;
     }
 
@@ -162,6 +181,15 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   if (m.activation == Activation::kSwiglu) {
     mlp_elements = 4 * f;
     mlp_grad_elements = 3 * f;  // the product's gradient, then the gate's and up's
+    if (options.fused_swiglu) {
+      // Liger's LigerSiLUMulFunction (liger_kernel/ops/swiglu.py) computes silu(gate) * up in
+      // one kernel and saves only its inputs (ctx.save_for_backward(a, b)): gate, up and the
+      // product (down_proj's input), 3f. Its backward (swiglu_backward) recomputes silu(gate)
+      // and writes the gate's and up's gradients into the saved a and b in place, so the only
+      // MLP gradient it allocates is the product's, f.
+      mlp_elements = 3 * f;
+      mlp_grad_elements = f;
+    }
   }
   if (layer.moe_block) {
     // Estimate, per token: the router logits (E); for each of its k experts the dispatched copy

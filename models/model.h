@@ -207,6 +207,8 @@ struct ActivationOptions {
   bool flash_attention = true;  // fused attention: no a*s*s score tensors are stored
   int dtype_bytes = 2;          // 2 for fp16/bf16 training, 4 for fp32
   bool fused_loss = false;      // fused linear + cross-entropy: no [T x V] logits are stored
+  bool fused_swiglu = false;    // Liger's SwiGLU kernel: the MLP keeps gate and up only
+  bool loss_upcast = true;      // the unfused loss upcasts the logits to fp32 first
 };
 
 // Activation bytes of one layer for one micro-batch (b sequences of s tokens).

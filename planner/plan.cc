@@ -130,6 +130,15 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "loss: the prediction assumes a fused linear + cross-entropy kernel (Liger's "
         "use_liger_kernel=True / LigerFusedLinearCrossEntropyLoss); Hugging Face's own loss "
         "materializes the logits and their fp32 copy");
+    if (problem.workload.fused_swiglu) {
+      out.push_back(
+          "mlp: the prediction assumes Liger-Kernel's SwiGLU kernel (--loss liger), which keeps "
+          "gate and up only");
+    }
+  } else if (!problem.workload.loss_upcast) {
+    out.push_back(
+        "loss: the prediction assumes the loss on the 16-bit logits (--loss no-upcast); "
+        "Hugging Face's ForCausalLMLoss upcasts them to fp32 first, twice the bytes");
   }
   const models::FineTune& ft = problem.model.finetune();
   if (ft.frozen()) {

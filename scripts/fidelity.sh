@@ -113,7 +113,8 @@ if sys.argv[6] == "1":
                 "" if not c.get("hw_overrides") else " (profile overrides: " + ", ".join("%s = %s" % kv for kv in c["hw_overrides"].items()) + ")",
                 c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], ((", offload " + ", ".join(off)) if off else "") + "".join(", " + x for x in zpp),
                 c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
-                "flash attention" if c["flash_attention"] else "no fused attention")
+                c.get("attention", "flash attention" if c["flash_attention"] else "no fused attention")
+                + (", %s loss" % c["loss"] if "loss" in c else ""))
             comp = "; ".join(
                 "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
                                 " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
@@ -171,8 +172,15 @@ def run_case(c, tmp, sets=None):
     cmd = [zplan, "simulate", "--model", model, "--hw", hw, "--gpus", str(c["gpus"]),
            "--nodes", str(c["nodes"]), "--seq-len", str(c["seq_len"]), "--ds-config", ds,
            "--checkpointing", c["checkpointing"], "--json"]
-    if not c["flash_attention"]:
+    # "attention" (optional): the model's attn_implementation where the source names it;
+    # without it, flash_attention false = eager and true = zplan's default (sdpa).
+    if "attention" in c:
+        cmd += ["--attention", c["attention"]]
+    elif not c["flash_attention"]:
         cmd.append("--no-flash-attention")
+    # "loss" (optional): "fused" where the source uses a fused linear + cross-entropy (Liger).
+    if "loss" in c:
+        cmd += ["--loss", c["loss"]]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

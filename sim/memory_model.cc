@@ -80,6 +80,8 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   models::ActivationOptions options;
   options.flash_attention = workload.fused_attention();
   options.fused_loss = workload.fused_loss;
+  options.fused_swiglu = workload.fused_swiglu;
+  options.loss_upcast = workload.loss_upcast;
   options.dtype_bytes = precision_bytes(config.precision);
   const auto& ac = config.activation_checkpointing;
   ActivationPlan plan;

@@ -176,7 +176,19 @@ struct Workload {
   // A fused linear + cross-entropy loss (Liger's LigerFusedLinearCrossEntropyLoss, Apple's Cut
   // Cross-Entropy): the [b, s, vocab] logits and their fp32 copies are never materialized.
   bool fused_loss = false;
+  // Liger-Kernel's SwiGLU (LigerSiLUMulFunction, liger_kernel/ops/swiglu.py), which Liger's
+  // patches (use_liger_kernel=True, apply_liger_kernel_to_llama) install with its fused loss:
+  // the MLP keeps fewer tensors (models::ActivationOptions::fused_swiglu). Set by --loss liger.
+  bool fused_swiglu = false;
+  // Without the fused loss: whether the loss upcasts the logits to fp32 first (Hugging Face's
+  // ForCausalLMLoss does); false = the loss on the 16-bit logits, as 2021 transformers' GPT-2
+  // computed it (--loss no-upcast; models::ActivationOptions::loss_upcast).
+  bool loss_upcast = true;
 
+  // The --loss name: "liger", "fused", "standard" or "no-upcast".
+  const char* loss_name() const {
+    return fused_swiglu ? "liger" : fused_loss ? "fused" : loss_upcast ? "standard" : "no-upcast";
+  }
   // sdpa and flash: a fused kernel, no s^2 tensor stored, masked blocks skipped.
   bool fused_attention() const { return attention != Attention::kEager; }
 };

@@ -91,6 +91,18 @@ TEST_CASE("Llama block counted from its own ops", "[models]") {
     CHECK(act.checkpoint_bytes == 2 * s * b * h);
     // Workspace estimate: in/out gradients 4sbh + SwiGLU's three gradients 3*2*s*b*f.
     CHECK(act.workspace_bytes == 4 * s * b * h + 6 * s * b * f);
+    // Liger's SwiGLU kernel saves gate and up only (silu(gate) is recomputed; the product is
+    // still down_proj's input) and writes their gradients in place: one f-wide gradient.
+    ActivationOptions liger = flash(true);
+    liger.fused_swiglu = true;
+    LayerActivations fused = m.layer_activations(5, 4096, 2, liger);
+    CHECK(act.stored_bytes - fused.stored_bytes == 2 * s * b * f);
+    CHECK(fused.workspace_bytes == 4 * s * b * h + 2 * s * b * f);
+    CHECK(fused.checkpoint_bytes == act.checkpoint_bytes);
+    // Not a SwiGLU model: nothing changes.
+    Model gpt = load_model("125m");
+    CHECK(gpt.layer_activations(1, 4096, 2, liger).stored_bytes ==
+          gpt.layer_activations(1, 4096, 2, flash(true)).stored_bytes);
   }
   {
     Model m = load_model("llama3-8b");  // GQA: g*d = 1024
@@ -134,16 +146,25 @@ TEST_CASE("embedding, final norm and LM head activations", "[models]") {
   CHECK(norm.stored_bytes == 2 * s * b * h);
   CHECK(norm.checkpoint_bytes == norm.stored_bytes);
   CHECK(norm.workspace_bytes == 4 * s * b * h);
-  // LM head: its input 2sbh, fp32 log-probabilities 4sbV, int64 labels 8sb; workspace: 16-bit
-  // logits 2sbV + fp32 copy 4sbV + log-softmax 4sbV (their gradients in backward).
+  // LM head: its input 2sbh, fp32 log-probabilities 4sbV, int64 labels 8sb; workspace: the
+  // larger of the forward's 16-bit logits + fp32 copy (6sbV) and log-softmax's backward, the
+  // fp32 gradients of the log-probabilities and of the logits (8sbV); the 16-bit gradient comes
+  // after the first is freed.
   LayerActivations head = gpt.layer_activations(14, 2048, 2, flash(true));
   CHECK(head.stored_bytes == 2 * s * b * h + 4 * s * b * V + 8 * s * b);
   CHECK(head.checkpoint_bytes == head.stored_bytes);
-  CHECK(head.workspace_bytes == 10 * s * b * V);
+  CHECK(head.workspace_bytes == 8 * s * b * V);
   // fp32 activations: no upcast copy, 4-byte logits: 8sbV.
   head = gpt.layer_activations(14, 2048, 2, flash(true, 4));
   CHECK(head.stored_bytes == 4 * s * b * h + 4 * s * b * V + 8 * s * b);
   CHECK(head.workspace_bytes == 8 * s * b * V);
+  // The loss on the 16-bit logits (2021 GPT-2): 2-byte log-probabilities stored; the logits and
+  // their shifted copy, or two 16-bit gradients, beside them.
+  ActivationOptions no_upcast = flash(true);
+  no_upcast.loss_upcast = false;
+  head = gpt.layer_activations(14, 2048, 2, no_upcast);
+  CHECK(head.stored_bytes == 2 * s * b * h + 2 * s * b * V + 8 * s * b);
+  CHECK(head.workspace_bytes == 4 * s * b * V);
 
   // Llama: no embedding dropout.
   Model llama = load_model("llama2-7b");

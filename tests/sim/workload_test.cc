@@ -141,12 +141,39 @@ TEST_CASE("fused causal attention executes half the s^2 products; eager all, plu
   const double eager_bwd =
       2 * (eager_fwd - hardware::memory_bound_time_s(gpu, e.forward * rows * s)) +
       hardware::memory_bound_time_s(gpu, e.backward * rows * s);
+  // framework_efficiency divides the eager kernels, not the one fused attention kernel.
   const double eff = gpu.framework_efficiency;
-  CHECK(eager.fwd_s - sdpa.fwd_s == Approx((eager_fwd - fused_fwd) / eff).epsilon(1e-9));
-  CHECK(eager.bwd_s - sdpa.bwd_s == Approx((eager_bwd - fused_bwd) / eff).epsilon(1e-9));
+  REQUIRE(eff < 1);
+  CHECK(eager.fwd_s - sdpa.fwd_s == Approx(eager_fwd / eff - fused_fwd).epsilon(1e-9));
+  CHECK(eager.bwd_s - sdpa.bwd_s == Approx(eager_bwd / eff - fused_bwd).epsilon(1e-9));
   // bf16: 5*2 + 8 + 2*6 = 30 bytes forward, 12 + 12 + 4 = 28 backward per score element.
   CHECK(e.forward == 30);
   CHECK(e.backward == 28);
+}
+
+TEST_CASE("FlashAttention-3 runs at the profile's flash3_attention_efficiency", "[sim]") {
+  const models::Model model = models::load_model("llama3-8b");
+  const hardware::Profile prof = hardware::load_profile("h200");
+  const hardware::GpuSpec& gpu = prof.gpu;
+  REQUIRE(gpu.flash3_attention_efficiency > gpu.attention_efficiency);
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})",
+                            1, 32768);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  auto block = [&](Attention att) {
+    return plan_pieces(model, prof, c, Workload{32768, att}, sizes)[1];
+  };
+  const Piece flash2 = block(Attention::kFlash2), flash3 = block(Attention::kFlash3);
+  const double F = kCausalFraction * 4 * 32768.0 * 32768.0 * 32 * 128;
+  // The pieces differ by the attention kernel's time only.
+  CHECK(flash2.fwd_s - flash3.fwd_s ==
+        Approx(hardware::attention_time_s(gpu, F, 2) - hardware::attention_time_s(gpu, F, 2, true))
+            .epsilon(1e-9));
+  CHECK(hardware::attention_time_s(gpu, F, 2, true) - gpu.kernel_launch_s ==
+        Approx(F / (gpu.peak_flops_per_s * gpu.flash3_attention_efficiency)).epsilon(1e-12));
+  // A profile without the field runs FlashAttention-3 at attention_efficiency.
+  hardware::GpuSpec plain = gpu;
+  plain.flash3_attention_efficiency = 0;
+  CHECK(hardware::attention_time_s(plain, F, 2, true) == hardware::attention_time_s(gpu, F, 2));
 }
 
 }  // namespace
