@@ -59,7 +59,8 @@ json mlp_config(int stage, int gas, const std::string& offload, bool offload_par
 
 struct Run {
   ExecutionResult result;
-  std::vector<float> weights;
+  std::vector<float> weights;                    // rank 0's
+  std::vector<std::vector<float>> rank_weights;  // every rank's
 };
 
 TEST_CASE("executor layout agrees with the builder's ZeRO sizes", "[executor]") {
@@ -168,8 +169,10 @@ hardware::Cluster test_cluster(int ranks, int nodes) {
 
 // Three optimizer steps of the config on `ranks` ranks over `nodes` nodes (numeric_adam); rank 1
 // drops gradients [drop_begin, drop_end) of its optimizer partition (DroppingDevice), if any.
+// Every rank must end with the same full parameters unless `diverge` (MiCS shards that train
+// differently).
 Run execute(const models::Model& model, const json& config_json, int64_t drop_begin = 0,
-            int64_t drop_end = 0, int ranks = kRanks, int nodes = 1) {
+            int64_t drop_end = 0, int ranks = kRanks, int nodes = 1, bool diverge = false) {
   const hardware::Cluster cluster = test_cluster(ranks, nodes);
   const sim::DsConfig config = ds_config(config_json, ranks);
   sim::Workload workload;
@@ -187,8 +190,10 @@ Run execute(const models::Model& model, const json& config_json, int64_t drop_be
   });
   Run run;
   run.weights = results[0].weights;
-  // Every rank ends with the same full parameters.
-  for (int r = 1; r < ranks; ++r) REQUIRE(results[static_cast<size_t>(r)].weights == run.weights);
+  for (const ExecutionResult& r : results) {
+    if (!diverge) REQUIRE(r.weights == run.weights);  // every rank ends with the same model
+    run.rank_weights.push_back(r.weights);
+  }
   run.result = std::move(results[0]);
   return run;
 }
@@ -323,22 +328,9 @@ TEST_CASE("the numerics check catches a dropped gradient slice under MiCS", "[ex
   // shard's model leaves the bound, and the two shards' models part ways.
   const models::Model model = models::load_model("tiny-mlp-s");
   const testing::MlpReference ref = mlp_reference_run(model);
-  const json config = zeropp_mics_config(1, {{"mics_shard_size", 2}});
-  const hardware::Cluster cluster = test_cluster(4, 2);
-  const sim::DsConfig ds = ds_config(config, 4);
-  sim::Workload workload;
-  workload.seq_len = model.shape().default_seq_len;
-  std::vector<std::vector<float>> weights(4);
-  run_ranks(4, [&](int rank, ExecutorDevice& device) {
-    DroppingDevice dropping(device, rank == 1 ? 1000 : 0, rank == 1 ? 3000 : 0);
-    ExecuteOptions o;
-    o.warmup_steps = 0;
-    o.steps = kNumericSteps;
-    o.keep_weights = true;
-    o.adam = numeric_adam();
-    weights[static_cast<size_t>(rank)] =
-        execute_steps(model, cluster, ds, workload, dropping, o).weights;
-  });
+  const Run run =
+      execute(model, zeropp_mics_config(1, {{"mics_shard_size", 2}}), 1000, 3000, 4, 2, true);
+  const std::vector<std::vector<float>>& weights = run.rank_weights;
   CHECK(outside_bound(weights[0], ref) > 1000);
   CHECK(weights[0] == weights[1]);  // one shard, one model
   CHECK(weights[0] != weights[2]);

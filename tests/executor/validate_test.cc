@@ -94,7 +94,8 @@ TEST_CASE("zplan validate runs hpZ and MiCS groups on 4 MPI ranks as 2 nodes", "
   const std::string dir = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") +
                           "/zplan-validate-groups-" + std::to_string(getpid());
   REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
-  nlohmann::json profile = nlohmann::json::parse(testing::slurp("examples/cpu-2core.json"));
+  nlohmann::json profile = nlohmann::json::parse(
+      testing::slurp(std::string(ZPLAN_SOURCE_DIR) + "/examples/cpu-2core.json"));
   profile["network"]["nics_per_node"] = 1;
   profile["network"]["nic_gbps"] = profile["node"]["intra_busbw_gbps"];
   {
