@@ -131,6 +131,10 @@ class LocalCudaComm : public kernels::ControlledComm {
       ZPLAN_CUDA_CHECK(cudaMemcpy(recv, send, count * sizeof(float), cudaMemcpyDefault));
   }
   void reduce_scatter(int, float*, size_t) override {}
+  // One rank: every group is this rank alone.
+  std::unique_ptr<kernels::Comm> split(int) override {
+    return std::make_unique<LocalCudaComm>(control_);
+  }
 };
 
 class CudaDevice : public ExecutorDevice {

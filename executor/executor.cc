@@ -78,8 +78,11 @@ class GraphRunner {
 
   // Runs `graph` and fills timing (since `epoch`) of every task. Rethrows the first exception a
   // task threw (after every worker has stopped).
+  // `extra` are dependencies (before, after) the executor adds to the graph's (ExecutorRank::
+  // extra_dependencies).
   void run(const sim::StepGraph& graph, Clock::time_point epoch,
-           std::vector<sim::TaskTiming>* timing) {
+           std::vector<sim::TaskTiming>* timing,
+           const std::vector<std::pair<sim::TaskId, sim::TaskId>>& extra) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       graph_ = &graph;
@@ -87,6 +90,11 @@ class GraphRunner {
       timing_ = timing;
       timing->assign(graph.tasks().size(), sim::TaskTiming{});
       deps_left_.assign(graph.in_degree().begin(), graph.in_degree().end());
+      extra_after_.assign(graph.tasks().size(), {});
+      for (const auto& [before, after] : extra) {
+        extra_after_[before].push_back(after);
+        ++deps_left_[after];
+      }
       ended_ = 0;
       idle_ = 0;
       error_ = nullptr;
@@ -144,6 +152,9 @@ class GraphRunner {
              it != last; ++it) {
           if (--deps_left_[boost::target(*it, g)] == 0) woke = true;
         }
+        for (sim::TaskId after : extra_after_[id]) {
+          if (--deps_left_[after] == 0) woke = true;
+        }
         if (woke) cv_.notify_all();
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -163,6 +174,7 @@ class GraphRunner {
   Clock::time_point epoch_;
   std::vector<sim::TaskTiming>* timing_ = nullptr;
   std::vector<uint32_t> deps_left_;
+  std::vector<std::vector<sim::TaskId>> extra_after_;
   size_t ended_ = 0;
   int idle_ = 0;
   std::exception_ptr error_;
@@ -234,6 +246,15 @@ void check_executor_supports(const sim::DsConfig& c, const hardware::Cluster& cl
   if (z.stage == 0 && z.offload_optimizer.device != sim::OffloadDevice::kNone) {
     refuse("optimizer offload with stage 0");
   }
+  // ZeRO++'s quantized collectives would need real int8/int4 block quantization
+  // (csrc/quantization/) to train the same weights; they are refused, not imitated in fp32.
+  if (z.stage == 3 && z.quantized_weights) refuse("quantized weights (zero_quantized_weights)");
+  if (z.stage == 3 && z.quantized_gradients) {
+    refuse("quantized gradients (zero_quantized_gradients)");
+  }
+  if ((z.hpz() || z.mics()) && z.offload_param.device != sim::OffloadDevice::kNone) {
+    refuse("hpZ or MiCS with offload_param");
+  }
 }
 
 ExecutionResult execute_steps(const models::Model& model, const hardware::Cluster& cluster,
@@ -286,7 +307,7 @@ ExecutionResult execute_steps(const models::Model& model, const hardware::Cluste
         const Clock::time_point epoch = Clock::now();
         if (measured) tracker.start_samples(epoch);
         rank.begin_micro_step(s, ms, graph);
-        runner.run(graph, epoch, &er.timing);
+        runner.run(graph, epoch, &er.timing, rank.extra_dependencies());
         rank.end_micro_step();
         const Clock::time_point end = Clock::now();
         if (measured) {

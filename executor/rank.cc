@@ -41,7 +41,9 @@ ExecutorRank::ExecutorRank(const models::Model& model, const hardware::Cluster& 
       dev_(device),
       mem_(tracker),
       options_(options),
-      layout_(model, config, builder, cluster.gpus, device.comm().rank()),
+      zgroups_(sim::zero_groups(config.zero, cluster)),
+      layout_(model, config, builder, zgroups_.partition.ranks,
+              sim::group_rank(zgroups_, sim::CommGroupId::kPartition, device.comm().rank())),
       acts_(sim::plan_activations(model, config, workload)),
       comm_(device.comm()),
       dp_(cluster.gpus),
@@ -50,7 +52,19 @@ ExecutorRank::ExecutorRank(const models::Model& model, const hardware::Cluster& 
       gas_(static_cast<int>(config.gradient_accumulation_steps)),
       mlp_(model.shape().family == models::Family::kMlp) {
   tokens_ = config.micro_batch * workload.seq_len;
+  if (config.zero.hpz() || config.zero.mics()) {
+    // Every rank makes every group, in the same order (dist.new_group is collective too).
+    for (int g = 1; g < sim::kNumCommGroups; ++g) {
+      const auto id = static_cast<sim::CommGroupId>(g);
+      group_comms_[static_cast<size_t>(g)] = comm_.split(sim::group_color(zgroups_, id, rank_));
+    }
+  }
   init_state();
+}
+
+kernels::Comm& ExecutorRank::group_comm(sim::CommGroupId id) {
+  kernels::Comm* c = group_comms_[static_cast<size_t>(id)].get();
+  return c != nullptr ? *c : comm_;  // without hpZ and MiCS every group used is the world
 }
 
 ExecutorRank::~ExecutorRank() = default;
@@ -162,7 +176,7 @@ void ExecutorRank::init_state() {
       const ParamSlot& s = params[id];
       float* part = init.data() + s.part_offset;
       for (int64_t i = 0; i < s.part_numel; ++i) {
-        int64_t e = rank_ * s.part_numel + i;
+        int64_t e = layout_.rank() * s.part_numel + i;
         part[i] = e < s.numel ? init_value(static_cast<int>(id), e) : 0.0f;
       }
       if (s.persistent) {
@@ -174,6 +188,21 @@ void ExecutorRank::init_state() {
       }
     }
     dev_.copy(params_.data(), init.data(), init.size());
+    if (z.hpz()) {
+      // hpZ's secondary partition: of each non-persistent parameter, its padded size over the hpZ
+      // group (partition_parameters.py _partition_param_sec). DeepSpeed allocates it at the
+      // first release and keeps the tensor; the memory model counts it for the whole step.
+      const int64_t per_part = layout_.dp() / zgroups_.secondary.ranks;
+      secondary_offset_.assign(params.size(), -1);
+      secondary_valid_.assign(params.size(), false);
+      int64_t total = 0;
+      for (size_t id = 0; id < params.size(); ++id) {
+        if (params[id].persistent) continue;
+        secondary_offset_[id] = total;
+        total += params[id].part_numel * per_part;
+      }
+      secondary_ = Buffer(&mem_, Tier::kGpu, Category::kParams16, static_cast<size_t>(total));
+    }
     const auto& groups = layout_.sub_groups();
     const int first_cpu =
         offload()
@@ -318,7 +347,30 @@ void ExecutorRank::begin_micro_step(int step, int ms, const sim::StepGraph& grap
       preds_[boost::target(*it, g)].push_back(static_cast<TaskId>(v));
     }
   }
+  extra_deps_.clear();
+  if (!secondary_.empty()) {
+    // hpZ: each secondary gather after the compute task that released its module in this graph.
+    std::map<std::pair<int, int>, TaskId> released_by;  // module (layer, index) -> compute task
+    for (TaskId id = 0; id < n; ++id) {
+      const sim::Task& t = graph.tasks()[id];
+      if (is_compute(t.kind) && releases_gathered(t)) {
+        const TaskId gather = predecessor(id, TaskKind::kAllGather);
+        if (gather != sim::kNoTask) {
+          released_by[{graph.tasks()[gather].layer, graph.tasks()[gather].index}] = id;
+        }
+      } else if (t.kind == TaskKind::kAllGather && t.group == sim::CommGroupId::kSecondary) {
+        auto it = released_by.find({t.layer, t.index});
+        if (it != released_by.end()) extra_deps_.emplace_back(it->second, id);
+      }
+    }
+  }
   if (ms >= 0) init_data(step, ms);
+  if (ms < 0 && !secondary_valid_.empty()) {
+    // stage3.py step() -> invalidate_secondary_tensor: the secondary partitions are stale once
+    // the parameters change.
+    std::lock_guard<std::mutex> lock(gathered_mu_);
+    secondary_valid_.assign(secondary_valid_.size(), false);
+  }
 }
 
 void ExecutorRank::end_micro_step() {
@@ -411,13 +463,14 @@ std::vector<float> ExecutorRank::full_weights() {
     dev_.copy(out.data(), params_.data(), out.size());
     return out;
   }
+  // Every partition group (the world, or each MiCS shard) holds the whole model.
   const size_t P = static_cast<size_t>(layout_.partition());
-  std::vector<float> all(P * static_cast<size_t>(dp_));
+  std::vector<float> all(P * static_cast<size_t>(layout_.dp()));
   std::vector<float> mine(P);
   dev_.copy(mine.data(), params_.data(), P);
-  comm_.all_gather(kControlChannel, mine.data(), P, all.data());
+  group_comm(sim::CommGroupId::kPartition).all_gather(kControlChannel, mine.data(), P, all.data());
   for (const ParamSlot& s : params) {
-    for (int r = 0; r < dp_; ++r) {
+    for (int r = 0; r < layout_.dp(); ++r) {
       const int64_t first = static_cast<int64_t>(r) * s.part_numel;
       const int64_t len = std::clamp<int64_t>(s.numel - first, 0, s.part_numel);
       if (len <= 0) continue;

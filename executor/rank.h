@@ -20,6 +20,12 @@
 //   all_gather              stages 1-2: the flat parameters after the step; stage 3: a module's
 //                           parameters, or the persistent ones after the step
 //   nvme_read / nvme_write  stage 3 optimizer swap per sub-group, fp32 gradients at the boundary
+// ZeRO++ hpZ and MiCS (docs/cost_model.md §13): collectives run in the communicator the task
+// names (sim::Task::group, split from the world as DeepSpeed builds its groups); MiCS partitions
+// the states over its shard and all-reduces each bucket's gradient partition across the replica
+// group at the boundary (all_reduce of stage 3); hpZ keeps a secondary partition of every
+// non-persistent parameter over its group, filled when a gathered module is released, which
+// gathers marked kSecondary read.
 // Releases of gathered parameters follow the graph (a compute task whose end frees gathered
 // parameters releases its module), as DeepSpeed's coordinator releases them.
 //
@@ -28,6 +34,7 @@
 #ifndef ZPLAN_EXECUTOR_RANK_H_
 #define ZPLAN_EXECUTOR_RANK_H_
 
+#include <array>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -39,6 +46,7 @@
 #include "executor/layout.h"
 #include "executor/swap.h"
 #include "sim/step_builder.h"
+#include "sim/zeropp_mics.h"
 
 namespace zplan::executor {
 
@@ -56,6 +64,13 @@ class ExecutorRank {
   // Task `id` of the current graph; called from its resource's worker.
   void run(sim::TaskId id, const sim::Task& task);
   void end_micro_step();
+  // Dependencies the current graph leaves implicit and the executor needs, as (before, after):
+  // hpZ's gather of a secondary partition made by a release in this graph runs after the
+  // compute task that releases (DeepSpeed releases in the forward's post-hook before the next
+  // hook fetches; the graph lets the prefetch start earlier, which only the timing can show).
+  const std::vector<std::pair<sim::TaskId, sim::TaskId>>& extra_dependencies() const {
+    return extra_deps_;
+  }
 
   // Sum of squared errors of this rank's forward passes since the last call, and the number of
   // elements they covered.
@@ -67,6 +82,9 @@ class ExecutorRank {
  private:
   struct Ipg;
   int channel(const sim::Task& t) const { return static_cast<int>(t.resource); }
+  // The communicator of task t's collective (its group), and of group `id`.
+  kernels::Comm& comm_of(const sim::Task& t) { return group_comm(t.group); }
+  kernels::Comm& group_comm(sim::CommGroupId id);
   bool offload() const;
   float* param_data(int id, sim::TaskId compute_task);
   float* grad_slot(int id);  // where backward writes param id's gradient
@@ -101,13 +119,34 @@ class ExecutorRank {
   // Stage 3 helpers.
   void gather_module(sim::TaskId id, const sim::Task& t);
   void gather_persistent(const sim::Task& t);
-  // all_gather_coalesced of the parameters `ids` (`block` = the sum of their part_numel): this
-  // rank's partitions, read from `local` in order (null: from params_), into its block of a flat
-  // buffer of every rank's blocks, then all-gathered on `channel`.
-  Buffer gather_flat(int channel, const std::vector<int>& ids, int64_t block, const float* local);
+  // MiCS's gathers (mics.py): the flat one into each parameter's own buffer, and the two hops
+  // of the hierarchical one.
+  void gather_mics(sim::TaskId id, const sim::Task& t, const std::vector<int>& ids);
+  // How a gather splits each parameter: into `n` pieces of piece(slot) elements, this rank's
+  // piece number `me`, over `comm` -- the partition group's pieces (part_numel), or hpZ's
+  // secondary ones (part_numel x partition ranks / hpz).
+  struct Pieces {
+    kernels::Comm* comm = nullptr;
+    int n = 1;
+    int me = 0;
+    bool secondary = false;  // hpZ's pieces, read from the secondary partition
+    int64_t per_part = 1;    // piece = part_numel * per_part
+    int64_t piece(const ParamSlot& s) const { return s.part_numel * per_part; }
+  };
+  Pieces pieces(const sim::Task& t);
+  // all_gather_coalesced of the parameters `ids` (`block` = the sum of their pieces): this
+  // rank's pieces, read from `local` in order (null: from params_, or from the secondary
+  // partition), into its block of a flat buffer of every rank's blocks, then all-gathered on
+  // `channel`.
+  Buffer gather_flat(int channel, const Pieces& pc, const std::vector<int>& ids, int64_t block,
+                     const float* local);
   // The torch.cat copy: parameter `pid`'s whole tensor into `out`, from each rank's block of
-  // `flat` at offset `at` (its place among the gathered partitions).
-  void unflatten_param(const Buffer& flat, int64_t block, int64_t at, int pid, float* out);
+  // `flat` at offset `at` (its place among the gathered pieces).
+  void unflatten_param(const Pieces& pc, const Buffer& flat, int64_t block, int64_t at, int pid,
+                       float* out);
+  // hpZ (partition_parameters.py _partition_param_sec): parameter `pid`'s secondary piece from
+  // its whole tensor `full`, unless it is already there in this optimizer step.
+  void fill_secondary(int pid, const float* full);
   void reduce_scatter(const sim::Task& t);
   // Copies bucket b's reduced slices (at the start of its interleaved buffer) into `dst`
   // (partition-indexed), scaled; add = accumulate.
@@ -137,11 +176,14 @@ class ExecutorRank {
   ExecutorDevice& dev_;
   MemoryTracker& mem_;
   ExecuteOptions options_;
-  ExecutorLayout layout_;
+  const sim::ZeroGroups zgroups_;  // ZeRO++ / MiCS groups (sim/zeropp_mics.h)
+  ExecutorLayout layout_;         // over the partition group
   sim::ActivationPlan acts_;
   kernels::Comm& comm_;
-  const int dp_;
-  const int rank_;
+  const int dp_;    // data-parallel ranks (the world)
+  const int rank_;  // this rank in the world
+  // The communicators of hpZ's and MiCS's groups, by sim::CommGroupId (null: the world's).
+  std::array<std::unique_ptr<kernels::Comm>, sim::kNumCommGroups> group_comms_;
   const int stage_;
   const int gas_;
   const bool mlp_;
@@ -150,6 +192,9 @@ class ExecutorRank {
   // Current micro-step.
   const sim::StepGraph* graph_ = nullptr;
   std::vector<std::vector<sim::TaskId>> preds_;
+  std::vector<std::pair<sim::TaskId, sim::TaskId>> extra_deps_;
+  // Whether compute task `id` releases the module its gather brought (release_gathered).
+  bool releases_gathered(const sim::Task& t) const;
   int step_ = 0;
   int ms_ = 0;
   bool first_ = false;
@@ -199,6 +244,11 @@ class ExecutorRank {
   std::map<sim::TaskId, std::vector<Buffer>> gathered_;
   std::map<sim::TaskId, Buffer> fetched_;
   std::mutex gathered_mu_;
+  // hpZ: the secondary partition (every non-persistent parameter's piece, in model order) and,
+  // per parameter, its offset there and whether it holds this optimizer step's values.
+  Buffer secondary_;
+  std::vector<int64_t> secondary_offset_;
+  std::vector<bool> secondary_valid_;
   // NVMe optimizer swap (stage 3).
   std::unique_ptr<SwapFile> swap_;
   std::vector<uint64_t> swap_state_offset_;  // per sub-group: fp32 params, m, v (aligned each)

@@ -264,23 +264,41 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
   if (layer_first) act_blob_[l].reset();
 }
 
-void ExecutorRank::release_gathered(TaskId id, const sim::Task& t) {
+bool ExecutorRank::releases_gathered(const sim::Task& t) const {
   // The graph says where DeepSpeed's coordinator releases a module (max_reuse_distance): at the
   // end of the use that frees gathered parameters.
-  bool releases = false;
   const auto& eff = graph_->effects();
   for (uint32_t i = t.effects_begin; i < t.effects_begin + t.effects_count; ++i) {
     const sim::MemEffect& e = eff[i];
     if (e.at_end && e.tier == Tier::kGpu && e.category == Category::kGatheredParams &&
         e.bytes < 0) {
-      releases = true;
+      return true;
     }
   }
-  if (!releases) return;
+  return false;
+}
+
+void ExecutorRank::release_gathered(TaskId id, const sim::Task& t) {
+  if (!releases_gathered(t)) return;
   TaskId g = predecessor(id, TaskKind::kAllGather);
   if (g == sim::kNoTask) return;
-  std::lock_guard<std::mutex> lock(gathered_mu_);
-  gathered_.erase(g);
+  std::vector<Buffer> released;
+  {
+    std::lock_guard<std::mutex> lock(gathered_mu_);
+    auto it = gathered_.find(g);
+    if (it == gathered_.end()) return;
+    released = std::move(it->second);
+    gathered_.erase(it);
+  }
+  if (secondary_.empty()) return;
+  // hpZ: partition_parameters.py _partition -> _partition_param_sec keeps this rank's
+  // secondary piece of each parameter before the gathered tensor is freed.
+  const sim::Task& gt = graph_->tasks()[g];
+  size_t k = 0;
+  for (int pid : layout_.module_params(gt.layer, gt.index)) {
+    if (layout_.params()[static_cast<size_t>(pid)].persistent) continue;
+    fill_secondary(pid, released[k++].data());
+  }
 }
 
 }  // namespace zplan::executor

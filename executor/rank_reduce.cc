@@ -39,9 +39,9 @@ void ExecutorRank::bucket_copy(const sim::Task& t) {
   int64_t lo = INT64_MAX;
   for (int id : bk.params) lo = std::min(lo, layout_.params()[static_cast<size_t>(id)].part_offset);
   const size_t block = static_cast<size_t>(bk.part_elems);
-  Buffer inter(&mem_, Tier::kGpu, Category::kBuckets, block * static_cast<size_t>(dp_));
+  Buffer inter(&mem_, Tier::kGpu, Category::kBuckets, block * static_cast<size_t>(layout_.dp()));
   const float* src = ipg_->data(b);
-  for (int r = 0; r < dp_; ++r) {
+  for (int r = 0; r < layout_.dp(); ++r) {
     for (int id : bk.params) {
       const ParamSlot& s = layout_.params()[static_cast<size_t>(id)];
       float* dst = inter.data() + static_cast<size_t>(r) * block + (s.part_offset - lo);
@@ -77,10 +77,27 @@ void ExecutorRank::scatter_own(int bucket, const float* data, float* partition, 
 void ExecutorRank::all_reduce(const sim::Task& t) {
   const int b = t.index;
   const float avg = 1.0f / static_cast<float>(dp_);
+  if (stage_ == 3) {
+    // MiCS at the boundary (mics.py MiCS_Optimizer.partition_grads -> allreduce_mics_shard_grads):
+    // the bucket's accumulated gradient partition, averaged over the shard by the reduce-
+    // scatter, is divided by the replica count (mics_utils.py scale_tensors) and all-reduced
+    // across the replica group.
+    kernels::Comm& replica = comm_of(t);
+    const BucketSlots& bk = layout_.buckets()[static_cast<size_t>(b)];
+    int64_t lo = INT64_MAX;
+    for (int id : bk.params) {
+      lo = std::min(lo, layout_.params()[static_cast<size_t>(id)].part_offset);
+    }
+    float* part = partition_acc_.data() + lo;
+    const size_t count = static_cast<size_t>(bk.part_elems);
+    dev_.scale_copy(part, part, count, 1.0f / static_cast<float>(replica.size()));
+    replica.all_reduce(channel(t), part, count);
+    return;
+  }
   if (stage_ == 0) {
     // allreduce_and_copy: all-reduce the flat piece, average, copy back into the gradients.
     Buffer& flat = bucket_tmp_[static_cast<size_t>(b)];
-    comm_.all_reduce(channel(t), flat.data(), flat.size());
+    comm_of(t).all_reduce(channel(t), flat.data(), flat.size());
     const int64_t begin =
         static_cast<int64_t>(b) * static_cast<int64_t>(sim::kStage0AllreduceElems);
     const int64_t end = begin + static_cast<int64_t>(flat.size());
@@ -115,7 +132,7 @@ void ExecutorRank::all_reduce(const sim::Task& t) {
     dev_.copy(flat.data(), ipg_->data(b), flat.size());
     if (!offload()) ipg_->release(b);
   }
-  comm_.all_reduce(channel(t), flat.data(), flat.size());
+  comm_of(t).all_reduce(channel(t), flat.data(), flat.size());
   if (offload() && !(stage_ == 1 && ipg_->is_big(b))) {
     // allreduce_and_copy: the reduced bucket back into the IPG buffer, which the offload copies
     // read; the buffer is free again when they are done (ref §5.1).
@@ -182,11 +199,14 @@ void ExecutorRank::reduce_scatter(const sim::Task& t) {
   const int b = t.index;
   const BucketSlots& bk = layout_.buckets()[static_cast<size_t>(b)];
   Buffer& inter = bucket_tmp_[static_cast<size_t>(b)];
-  comm_.reduce_scatter(channel(t), inter.data(), static_cast<size_t>(bk.part_elems));
+  comm_of(t).reduce_scatter(channel(t), inter.data(), static_cast<size_t>(bk.part_elems));
   if (offload()) return;  // the offload copies take the slices from here
   // partition_grads: the reduced slices into grad_partitions_flat_buffer, averaged -- copied on
   // the first micro-step, added after (a short kernel on the same stream, part of this task).
-  unpack_slices(b, inter.data(), partition_acc_.data(), 1.0f / static_cast<float>(dp_), !first_);
+  // Averaged over the partition group (the MiCS shard's: MiCS_Optimizer sets dp_process_group
+  // to it).
+  unpack_slices(b, inter.data(), partition_acc_.data(), 1.0f / static_cast<float>(layout_.dp()),
+                !first_);
   inter.reset();
 }
 

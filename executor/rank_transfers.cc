@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "executor/rank.h"
 #include "executor/rank_internal.h"
@@ -45,7 +46,7 @@ int64_t part_lo(const ExecutorLayout& layout, int b) {
 }  // namespace
 
 void ExecutorRank::h2d(TaskId id, const sim::Task& t) {
-  const float avg = 1.0f / static_cast<float>(dp_);
+  const float avg = 1.0f / static_cast<float>(layout_.dp());  // over the partition group
   if (t.micro_step < 0) {
     if (stage_ <= 2) {
       // The new 16-bit partition back to the device (ref §5.1).
@@ -122,7 +123,7 @@ void ExecutorRank::h2d(TaskId id, const sim::Task& t) {
 }
 
 void ExecutorRank::d2h(const sim::Task& t) {
-  const float avg = 1.0f / static_cast<float>(dp_);
+  const float avg = 1.0f / static_cast<float>(layout_.dp());  // over the partition group
   const int b = t.index;
   Buffer& reduced = bucket_tmp_[static_cast<size_t>(b)];
   Buffer& dev = bucket_dev_[static_cast<size_t>(b)];
@@ -279,8 +280,8 @@ void ExecutorRank::all_gather(TaskId id, const sim::Task& t) {
   if (stage_ <= 2) {
     // all_gather_dp_groups: every rank's new partition into the flat parameters, in place.
     const size_t P = static_cast<size_t>(layout_.partition());
-    comm_.all_gather(channel(t), params_.data() + static_cast<size_t>(rank_) * P, P,
-                     params_.data());
+    comm_of(t).all_gather(channel(t), params_.data() + static_cast<size_t>(rank_) * P, P,
+                          params_.data());
     return;
   }
   if (t.micro_step < 0) {
@@ -294,13 +295,15 @@ void ExecutorRank::gather_module(TaskId id, const sim::Task& t) {
   // fetch_sub_module -> all_gather_coalesced: a flat buffer of every rank's pieces, then each
   // parameter assembled from it (the torch.cat copy), then the flat buffer dropped (item 8).
   std::vector<int> ids;
+  const Pieces pc = pieces(t);
   int64_t block = 0;
   for (int pid : layout_.module_params(t.layer, t.index)) {
     const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
     if (s.persistent) continue;
     ids.push_back(pid);
-    block += s.part_numel;
+    block += pc.piece(s);
   }
+  if (config_.zero.mics()) return gather_mics(id, t, ids);
   Buffer fetched;
   TaskId h2d_task = predecessor(id, TaskKind::kH2D);
   if (h2d_task != sim::kNoTask) {
@@ -308,14 +311,25 @@ void ExecutorRank::gather_module(TaskId id, const sim::Task& t) {
     fetched = std::move(fetched_.at(h2d_task));
     fetched_.erase(h2d_task);
   }
-  Buffer flat = gather_flat(channel(t), ids, block, fetched.empty() ? nullptr : fetched.data());
+  if (t.group == sim::CommGroupId::kSecondary) {
+    // hpZ: the module was released before in this optimizer step, which made its secondary
+    // partition (extra_dependencies orders this gather after that release).
+    std::lock_guard<std::mutex> lock(gathered_mu_);
+    for (int pid : ids) {
+      if (!secondary_valid_[static_cast<size_t>(pid)]) {
+        throw std::logic_error("executor: an hpZ secondary gather before its module's release");
+      }
+    }
+  }
+  Buffer flat =
+      gather_flat(channel(t), pc, ids, block, fetched.empty() ? nullptr : fetched.data());
   std::vector<Buffer> full;
   int64_t at = 0;
   for (int pid : ids) {
     const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
     Buffer p(&mem_, Tier::kGpu, Category::kGatheredParams, static_cast<size_t>(s.numel));
-    unflatten_param(flat, block, at, pid, p.data());
-    at += s.part_numel;
+    unflatten_param(pc, flat, block, at, pid, p.data());
+    at += pc.piece(s);
     full.push_back(std::move(p));
   }
   flat.reset();
@@ -324,45 +338,125 @@ void ExecutorRank::gather_module(TaskId id, const sim::Task& t) {
   gathered_[id] = std::move(full);
 }
 
+void ExecutorRank::gather_mics(TaskId id, const sim::Task& t, const std::vector<int>& ids) {
+  // Each parameter's output is its own buffer of shard x partition elements (the parameter is
+  // its first numel), which the gathers write into: no flat buffer, no torch.cat.
+  const auto& params = layout_.params();
+  const int n = layout_.dp(), me = layout_.rank();
+  std::vector<Buffer> full;
+  if (t.group == sim::CommGroupId::kShardIntra) {
+    // _hierarchical_all_gather_params, second hop: the node's ranks exchange, for each node j of
+    // the shard, their piece of node j's chunk (already placed by the first hop), on the
+    // intra-node group, asynchronously in DeepSpeed.
+    kernels::Comm& intra = comm_of(t);
+    const int g = intra.size(), local = intra.rank(), k = n / g;
+    TaskId first = predecessor(id, TaskKind::kAllGather);
+    {
+      std::lock_guard<std::mutex> lock(gathered_mu_);
+      full = std::move(gathered_.at(first));
+      gathered_.erase(first);
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t part = params[static_cast<size_t>(ids[i])].part_numel;
+      for (int j = 0; j < k; ++j) {
+        float* chunk = full[i].data() + static_cast<size_t>(j) * g * part;
+        intra.all_gather(channel(t), chunk + static_cast<size_t>(local) * part,
+                         static_cast<size_t>(part), chunk);
+      }
+    }
+  } else {
+    for (int pid : ids) {
+      const int64_t part = params[static_cast<size_t>(pid)].part_numel;
+      Buffer out(&mem_, Tier::kGpu, Category::kGatheredParams, static_cast<size_t>(part * n));
+      if (t.group != sim::CommGroupId::kShardInter) {
+        // _flat_all_gather_with_coalescing_manager: all_gather over the shard group.
+        float* mine = out.data() + static_cast<size_t>(me) * part;
+        dev_.copy(mine, params_.data() + params[static_cast<size_t>(pid)].part_offset,
+                  static_cast<size_t>(part));
+        comm_of(t).all_gather(channel(t), mine, static_cast<size_t>(part), out.data());
+      } else {
+        // _hierarchical_all_gather_params, first hop: the shard's ranks of this local index
+        // (one per node) gather into the output at local_rank x (their size), synchronously;
+        // that is cloned and each node's piece copied to its place, chunk (node, local_rank).
+        kernels::Comm& inter = comm_of(t);
+        const int k = inter.size(), g = n / k;
+        const int local = group_comm(sim::CommGroupId::kShardIntra).rank();
+        float* inter_out = out.data() + static_cast<size_t>(local) * k * part;
+        dev_.copy(inter_out + static_cast<size_t>(inter.rank()) * part,
+                  params_.data() + params[static_cast<size_t>(pid)].part_offset,
+                  static_cast<size_t>(part));
+        inter.all_gather(channel(t), inter_out + static_cast<size_t>(inter.rank()) * part,
+                         static_cast<size_t>(part), inter_out);
+        Buffer clone(&mem_, Tier::kGpu, Category::kGatheredParams, static_cast<size_t>(k * part));
+        dev_.copy(clone.data(), inter_out, clone.size());
+        for (int j = 0; j < k; ++j) {
+          dev_.copy(out.data() + static_cast<size_t>(j * g + local) * part,
+                    clone.data() + static_cast<size_t>(j) * part, static_cast<size_t>(part));
+        }
+      }
+      full.push_back(std::move(out));
+    }
+  }
+  std::lock_guard<std::mutex> lock(gathered_mu_);
+  gathered_[id] = std::move(full);
+}
+
 void ExecutorRank::gather_persistent(const sim::Task& t) {
   // _post_step: the persistent parameters are gathered again from the updated partitions.
   std::vector<int> ids;
+  const Pieces pc = pieces(t);
   int64_t block = 0;
   for (size_t id = 0; id < layout_.params().size(); ++id) {
     if (!layout_.params()[id].persistent) continue;
     ids.push_back(static_cast<int>(id));
     block += layout_.params()[id].part_numel;
   }
-  const Buffer flat = gather_flat(channel(t), ids, block, nullptr);
+  const Buffer flat = gather_flat(channel(t), pc, ids, block, nullptr);
   int64_t at = 0;
   for (int pid : ids) {
-    unflatten_param(flat, block, at, pid, persistent_full_[static_cast<size_t>(pid)].data());
+    unflatten_param(pc, flat, block, at, pid, persistent_full_[static_cast<size_t>(pid)].data());
     at += layout_.params()[static_cast<size_t>(pid)].part_numel;
   }
 }
 
-Buffer ExecutorRank::gather_flat(int channel, const std::vector<int>& ids, int64_t block,
-                                 const float* local) {
+ExecutorRank::Pieces ExecutorRank::pieces(const sim::Task& t) {
+  Pieces pc;
+  pc.comm = &comm_of(t);
+  pc.n = pc.comm->size();
+  pc.me = pc.comm->rank();
+  // hpZ: partition_parameters.py _partition_param_sec, a piece of the padded tensor
+  // (part_numel x partition ranks) over the hpZ group.
+  pc.secondary = t.group == sim::CommGroupId::kSecondary;
+  if (pc.secondary) pc.per_part = layout_.dp() / pc.n;
+  return pc;
+}
+
+Buffer ExecutorRank::gather_flat(int channel, const Pieces& pc, const std::vector<int>& ids,
+                                 int64_t block, const float* local) {
   Buffer flat(&mem_, Tier::kGpu, Category::kGatheredParams,
-              static_cast<size_t>(block) * static_cast<size_t>(dp_));
-  float* mine = flat.data() + static_cast<size_t>(rank_) * static_cast<size_t>(block);
+              static_cast<size_t>(block) * static_cast<size_t>(pc.n));
+  float* mine = flat.data() + static_cast<size_t>(pc.me) * static_cast<size_t>(block);
   int64_t at = 0;
   for (int pid : ids) {
     const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-    const float* src = local != nullptr ? local + at : params_.data() + s.part_offset;
-    dev_.copy(mine + at, src, static_cast<size_t>(s.part_numel));
-    at += s.part_numel;
+    const float* src = local != nullptr ? local + at
+                       : pc.secondary
+                           ? secondary_.data() + secondary_offset_[static_cast<size_t>(pid)]
+                           : params_.data() + s.part_offset;
+    dev_.copy(mine + at, src, static_cast<size_t>(pc.piece(s)));
+    at += pc.piece(s);
   }
-  comm_.all_gather(channel, mine, static_cast<size_t>(block), flat.data());
+  pc.comm->all_gather(channel, mine, static_cast<size_t>(block), flat.data());
   return flat;
 }
 
-void ExecutorRank::unflatten_param(const Buffer& flat, int64_t block, int64_t at, int pid,
-                                   float* out) {
+void ExecutorRank::unflatten_param(const Pieces& pc, const Buffer& flat, int64_t block,
+                                   int64_t at, int pid, float* out) {
   const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
-  for (int r = 0; r < dp_; ++r) {
-    const int64_t first = static_cast<int64_t>(r) * s.part_numel;
-    const int64_t len = std::clamp<int64_t>(s.numel - first, 0, s.part_numel);
+  const int64_t piece = pc.piece(s);
+  for (int r = 0; r < pc.n; ++r) {
+    const int64_t first = static_cast<int64_t>(r) * piece;
+    const int64_t len = std::clamp<int64_t>(s.numel - first, 0, piece);
     if (len > 0) {
       dev_.copy(out + first, flat.data() + static_cast<size_t>(r) * block + at,
                 static_cast<size_t>(len));
@@ -370,7 +464,22 @@ void ExecutorRank::unflatten_param(const Buffer& flat, int64_t block, int64_t at
   }
 }
 
-// --- NVMe (stage 3 optimizer offload) ---------------------------------------------------------
+void ExecutorRank::fill_secondary(int pid, const float* full) {
+  {
+    std::lock_guard<std::mutex> lock(gathered_mu_);
+    if (secondary_valid_[static_cast<size_t>(pid)]) return;  // made earlier in this step
+  }
+  const ParamSlot& s = layout_.params()[static_cast<size_t>(pid)];
+  kernels::Comm& hpz = group_comm(sim::CommGroupId::kSecondary);
+  const int64_t piece = s.part_numel * (layout_.dp() / hpz.size());
+  const int64_t first = piece * hpz.rank();
+  const int64_t len = std::clamp<int64_t>(s.numel - first, 0, piece);
+  float* dst = secondary_.data() + secondary_offset_[static_cast<size_t>(pid)];
+  if (len > 0) dev_.copy(dst, full + first, static_cast<size_t>(len));
+  if (len < piece) dev_.zero(dst + len, static_cast<size_t>(piece - len));
+  std::lock_guard<std::mutex> lock(gathered_mu_);
+  secondary_valid_[static_cast<size_t>(pid)] = true;
+}
 
 void ExecutorRank::nvme_read(TaskId id, const sim::Task& t) {
   (void)id;

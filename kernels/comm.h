@@ -73,6 +73,14 @@ class Comm {
   // (the thread fake throws InputError instead).
   [[noreturn]] virtual void abort(const std::string& message) = 0;
 
+  // --- Groups ---
+  // A communicator of the ranks that pass the same `color` (>= 0), ranked in this Comm's order,
+  // with as many channels -- MPI_Comm_split (key = rank), which DeepSpeed's dist.new_group is
+  // for zplan's purposes (ZeRO++ hpZ groups, MiCS shard and replica groups). Collective: every
+  // rank of this Comm calls it, in the same order as its other splits. Its local_rank,
+  // local_size and hosts are the group's own; aborting it aborts the job.
+  virtual std::unique_ptr<Comm> split(int color) = 0;
+
   // Shorthands on channel 0.
   void barrier() { barrier(0); }
   void sum(std::vector<double>* values) { sum(0, values); }

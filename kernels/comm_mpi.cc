@@ -80,30 +80,7 @@ class MpiComm : public Comm {
     // Errors come back as codes that ZPLAN_MPI_CHECK turns into exceptions (also for the mpi
     // calibration backend's collectives on MPI_COMM_WORLD).
     ZPLAN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    ZPLAN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    ZPLAN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-    ZPLAN_MPI_CHECK(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_));
-    ZPLAN_MPI_CHECK(MPI_Comm_rank(local_, &local_rank_));
-    ZPLAN_MPI_CHECK(MPI_Comm_size(local_, &local_size_));
-    for (int c = 0; c < o.channels; ++c) {
-      MPI_Comm comm;
-      ZPLAN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-      ZPLAN_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-      comms_.push_back(comm);
-    }
-    for (auto& b : busy_since_) b.store(0);
-
-    std::vector<char> mine(kHostNameBytes, '\0');
-    std::string me = host_name().substr(0, kHostNameBytes - 1);
-    std::copy(me.begin(), me.end(), mine.begin());
-    std::vector<char> all(size_t(kHostNameBytes) * size_, '\0');
-    ZPLAN_MPI_CHECK(MPI_Allgather(mine.data(), kHostNameBytes, MPI_CHAR, all.data(), kHostNameBytes,
-                                  MPI_CHAR, MPI_COMM_WORLD));
-    for (int r = 0; r < size_; ++r) {
-      std::string h(all.data() + size_t(r) * kHostNameBytes);
-      if (std::find(hosts_.begin(), hosts_.end(), h) == hosts_.end()) hosts_.push_back(h);
-    }
+    join(MPI_COMM_WORLD, o.channels);
     char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int len = 0;
     ZPLAN_MPI_CHECK(MPI_Get_library_version(version, &len));
@@ -115,19 +92,24 @@ class MpiComm : public Comm {
 
     world_rank_for_signal = rank_;
     if (o.report_launcher_kill) std::signal(SIGTERM, on_terminate);
-    if (timeout_s_ > 0) {
-      watchdog_ = std::thread([this] {
-        // Under a real-time policy the watchdog must outrank a thread spinning in MPI on its core.
-        int policy = 0;
-        sched_param param{};
-        if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 &&
-            (policy == SCHED_FIFO || policy == SCHED_RR)) {
-          param.sched_priority = std::min(param.sched_priority + 2, sched_get_priority_max(policy));
-          pthread_setschedparam(pthread_self(), policy, &param);
-        }
-        watch();
-      });
-    }
+    start_watchdog();
+  }
+
+  // The group of `parent`'s ranks with `color` (Comm::split).
+  MpiComm(const MpiComm& parent, int color)
+      : library_(parent.library_),
+        short_library_(parent.short_library_),
+        timeout_s_(parent.timeout_s_),
+        busy_since_(parent.comms_.size()) {
+    MPI_Comm base;
+    ZPLAN_MPI_CHECK(MPI_Comm_split(parent.comms_.at(0), color, parent.rank_, &base));
+    join(base, static_cast<int>(parent.comms_.size()));
+    ZPLAN_MPI_CHECK(MPI_Comm_free(&base));
+    start_watchdog();
+  }
+
+  std::unique_ptr<Comm> split(int color) override {
+    return std::make_unique<MpiComm>(*this, color);
   }
 
   ~MpiComm() override {
@@ -206,6 +188,52 @@ class MpiComm : public Comm {
   }
 
  private:
+  // Takes `base`'s rank and size, its ranks on this node, one duplicate of it per channel and
+  // the host names of its ranks.
+  void join(MPI_Comm base, int channels) {
+    ZPLAN_MPI_CHECK(MPI_Comm_rank(base, &rank_));
+    ZPLAN_MPI_CHECK(MPI_Comm_size(base, &size_));
+    ZPLAN_MPI_CHECK(
+        MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_));
+    ZPLAN_MPI_CHECK(MPI_Comm_rank(local_, &local_rank_));
+    ZPLAN_MPI_CHECK(MPI_Comm_size(local_, &local_size_));
+    for (int c = 0; c < channels; ++c) {
+      MPI_Comm comm;
+      ZPLAN_MPI_CHECK(MPI_Comm_dup(base, &comm));
+      ZPLAN_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+      comms_.push_back(comm);
+    }
+    for (auto& b : busy_since_) b.store(0);
+    std::vector<char> mine(kHostNameBytes, '\0');
+    std::string me = host_name().substr(0, kHostNameBytes - 1);
+    std::copy(me.begin(), me.end(), mine.begin());
+    std::vector<char> all(size_t(kHostNameBytes) * size_, '\0');
+    ZPLAN_MPI_CHECK(MPI_Allgather(mine.data(), kHostNameBytes, MPI_CHAR, all.data(), kHostNameBytes,
+                                  MPI_CHAR, base));
+    for (int r = 0; r < size_; ++r) {
+      std::string h(all.data() + size_t(r) * kHostNameBytes);
+      if (std::find(hosts_.begin(), hosts_.end(), h) == hosts_.end()) hosts_.push_back(h);
+    }
+  }
+
+  // With a timeout, a thread that aborts the job when a collective on this Comm stalls (each
+  // group watches its own channels).
+  void start_watchdog() {
+    if (timeout_s_ > 0) {
+      watchdog_ = std::thread([this] {
+        // Under a real-time policy the watchdog must outrank a thread spinning in MPI on its core.
+        int policy = 0;
+        sched_param param{};
+        if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 &&
+            (policy == SCHED_FIFO || policy == SCHED_RR)) {
+          param.sched_priority = std::min(param.sched_priority + 2, sched_get_priority_max(policy));
+          pthread_setschedparam(pthread_self(), policy, &param);
+        }
+        watch();
+      });
+    }
+  }
+
   // Marks a channel busy for the watchdog while a call is in flight.
   struct Busy {
     Busy(MpiComm* c, int channel, const char* what) : comm(c), ch(channel) {

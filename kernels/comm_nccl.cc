@@ -64,6 +64,12 @@ class NcclComm : public ControlledComm {
 
   std::string name() const override { return name_; }
 
+  // Not made: ncclCommSplit of every channel's communicator plus a split control communicator
+  // would do it; until then ZeRO++ hpZ and MiCS run on CPU ranks only.
+  std::unique_ptr<Comm> split(int) override {
+    throw_unavailable("cuda", "NCCL sub-communicators (hpZ and MiCS groups) are not implemented");
+  }
+
   // The host channel carries host data (final weights, say) through the control communicator.
   void all_reduce(int channel, float* data, size_t count) override {
     if (channel == host_channel_) return control_->all_reduce(channel, data, count);

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -63,7 +64,17 @@ class Rendezvous {
 };
 
 struct Shared {
+  Shared(int ranks, int channel_count, double timeout) : timeout_s(timeout) {
+    for (int c = 0; c < channel_count; ++c) {
+      channels.push_back(std::make_unique<Rendezvous>(ranks, timeout));
+    }
+  }
   std::vector<std::unique_ptr<Rendezvous>> channels;
+  double timeout_s;
+  // The groups split() made: (split number, color) -> the group's meeting points, made by the
+  // first of its ranks to get there.
+  std::mutex split_mu;
+  std::map<std::pair<int, int>, std::shared_ptr<Shared>> splits;
 };
 
 class ThreadComm : public Comm {
@@ -140,6 +151,29 @@ class ThreadComm : public Comm {
     throw InputError("executor", message);
   }
 
+  std::unique_ptr<Comm> split(int color) override {
+    // Every rank posts its color on channel 0; the ranks of one color find the same group.
+    Rendezvous& r = at(0);
+    r.post(rank_, &color);
+    r.wait_all("split");
+    int group_rank = 0, group_size = 0;
+    for (int k = 0; k < ranks_; ++k) {
+      if (*static_cast<const int*>(r.posted(k)) != color) continue;
+      if (k < rank_) ++group_rank;
+      ++group_size;
+    }
+    std::shared_ptr<Shared> group;
+    {
+      std::lock_guard<std::mutex> lock(shared_->split_mu);
+      std::shared_ptr<Shared>& slot = shared_->splits[{splits_, color}];
+      if (!slot) slot = std::make_shared<Shared>(group_size, channels(), shared_->timeout_s);
+      group = slot;
+    }
+    ++splits_;
+    r.wait_all("split");
+    return std::make_unique<ThreadComm>(std::move(group), group_rank, group_size);
+  }
+
  private:
   Rendezvous& at(int channel) { return *shared_->channels.at(static_cast<size_t>(channel)); }
 
@@ -171,6 +205,7 @@ class ThreadComm : public Comm {
   std::shared_ptr<Shared> shared_;
   int rank_;
   int ranks_;
+  int splits_ = 0;  // split() calls so far (the same on every rank)
   std::vector<std::string> hosts_;
 };
 
@@ -189,10 +224,7 @@ double Comm::max(double v) {
 }
 
 std::vector<std::unique_ptr<Comm>> make_thread_comms(int ranks, int channels, double timeout_s) {
-  auto shared = std::make_shared<Shared>();
-  for (int c = 0; c < channels; ++c) {
-    shared->channels.push_back(std::make_unique<Rendezvous>(ranks, timeout_s));
-  }
+  auto shared = std::make_shared<Shared>(ranks, channels, timeout_s);
   std::vector<std::unique_ptr<Comm>> out;
   for (int r = 0; r < ranks; ++r) out.push_back(std::make_unique<ThreadComm>(shared, r, ranks));
   return out;

@@ -508,7 +508,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     // parameter), else every rank.
     step_task(c,
               z.mics() ? group_task(TaskKind::kAllGather, stream, Collective::kAllGather,
-                                    p * sizes_.persistent, groups_.partition)
+                                    p * sizes_.persistent, CommGroupId::kPartition)
                        : collective_task(TaskKind::kAllGather, stream, Collective::kAllGather,
                                          p * sizes_.persistent),
               -1, last);

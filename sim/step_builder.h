@@ -125,9 +125,10 @@ class StepBuilder {
     size_t reduced = 0;
   };
   ReducePlan grad_reduce_tasks(Resource stream, const PendingBucket& bucket, bool boundary) const;
-  // Collective `op` of `bytes` inside `group` (the world's goes through collective_task).
+  // Collective `op` of `bytes` inside group `id` (one the size of the world goes through
+  // collective_task), marked with the group for the executor.
   Task group_task(TaskKind kind, Resource resource, hardware::Collective op, double bytes,
-                  CommGroup group) const;
+                  CommGroupId id) const;
   // Elements at or below which a gradient counts as a vector for qgZ (PendingBucket::vectors).
   double qgz_vector_limit() const;
   // Framework terms of the optimizer step (docs/cost_model.md, "The optimizer step as DeepSpeed

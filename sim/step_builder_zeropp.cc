@@ -26,8 +26,13 @@ bool same_group(CommGroup a, CommGroup b) { return a.ranks == b.ranks && a.nodes
 }  // namespace
 
 Task StepBuilder::group_task(TaskKind kind, Resource resource, Collective op, double bytes,
-                             CommGroup group) const {
-  if (same_group(group, groups_.world)) return collective_task(kind, resource, op, bytes);
+                             CommGroupId id) const {
+  const CommGroup group = group_of(groups_, id);
+  if (same_group(group, groups_.world)) {
+    Task t = collective_task(kind, resource, op, bytes);
+    t.group = id;
+    return t;
+  }
   const GroupCostEntry* hit = nullptr;
   for (const GroupCostEntry& e : group_cost_cache_) {
     if (e.op == op && e.bytes == bytes && e.ranks == group.ranks && e.nodes == group.nodes) {
@@ -44,6 +49,7 @@ Task StepBuilder::group_task(TaskKind kind, Resource resource, Collective op, do
   Task t;
   t.kind = kind;
   t.resource = resource;
+  t.group = id;
   t.latency_s = c.latency_s;
   t.work_s = c.transfer_s;
   t.link = c.link == hardware::Link::kNetwork  ? LinkSlot::kNetwork
@@ -67,32 +73,32 @@ std::vector<Task> StepBuilder::param_gather_tasks(Resource stream, double fetch,
   const hardware::GpuSpec& gpu = cluster_.profile.gpu;
   const ZeroConfig& z = config_.zero;
   const double p = sizes_.param_bytes;
-  const CommGroup group = secondary ? groups_.secondary : groups_.partition;
-  const double part = fetch / group.ranks;  // elements each rank contributes
+  const CommGroupId gid = secondary ? CommGroupId::kSecondary : CommGroupId::kPartition;
+  const double part = fetch / group_of(groups_, gid).ranks;  // elements each rank contributes
   std::vector<Task> out;
   if (z.mics()) {
     if (!groups_.hierarchical) {
       // mics.py _flat_all_gather_with_coalescing_manager: one coalesced all_gather over the
       // shard group straight into the parameters' buffers -- no flat buffer, no torch.cat.
       out.push_back(group_task(TaskKind::kAllGather, stream, Collective::kAllGather, p * fetch,
-                               groups_.partition));
+                               CommGroupId::kPartition));
       return out;
     }
     // _hierarchical_all_gather_params: the shard's ranks of this local index gather across
     // nodes (synchronously), the result is cloned and copied into place, then the node gathers.
     const double inter = p * part * groups_.shard_inter.ranks;
     Task t1 = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, inter,
-                         groups_.shard_inter);
+                         CommGroupId::kShardInter);
     t1.latency_s += kernels_s(gpu, 4 * inter, 2);
     out.push_back(t1);
     out.push_back(group_task(TaskKind::kAllGather, stream, Collective::kAllGather, p * fetch,
-                             groups_.shard_intra));
+                             CommGroupId::kShardIntra));
     return out;
   }
   if (!qwz_active(z)) {
     // _all_gather_dtype: this rank's partition (or hpZ's secondary one) into the flat buffer,
     // one all_gather_into_tensor, the per-parameter torch.cat out of it (ref §2.2 item 8).
-    Task ag = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, p * fetch, group);
+    Task ag = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, p * fetch, gid);
     ag.latency_s += hardware::memory_bound_time_s(gpu, 2 * (p * part + p * fetch));
     out.push_back(ag);
     return out;
@@ -106,9 +112,9 @@ std::vector<Task> StepBuilder::param_gather_tasks(Resource stream, double fetch,
   const double scales = kQwzScaleBytesPerElem * fetch;
   const double before = 2 * p * part + (fp16 ? 0 : (p + 2) * part) + 3 * part;
   const double after = 3 * fetch + 4 * fetch + (fp16 ? 0 : (2 + p) * fetch);
-  Task data = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, fetch, group);
+  Task data = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, fetch, gid);
   data.latency_s += kernels_s(gpu, before, fp16 ? 2 : 3);
-  Task scale = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, scales, group);
+  Task scale = group_task(TaskKind::kAllGather, stream, Collective::kAllGather, scales, gid);
   scale.latency_s += kernels_s(gpu, after, fp16 ? 2 : 3);
   out.push_back(data);
   out.push_back(scale);
@@ -133,11 +139,11 @@ StepBuilder::ReducePlan StepBuilder::grad_reduce_tasks(Resource stream,
     const int mats = bucket.tensors - bucket.vectors;
     if (mats > 0) {
       Task intra = group_task(TaskKind::kReduceScatter, stream, Collective::kAllGather, 0.5 * m,
-                              groups_.node);
+                              CommGroupId::kNode);
       intra.latency_s = 2 * mats * intra.latency_s +
                         kernels_s(gpu, p * m + 0.5 * m + 0.5 * m + 0.5 * m / g, 2 * mats);
       Task inter = group_task(TaskKind::kReduceScatter, stream, Collective::kAllGather,
-                              0.5 * m / g, groups_.across_nodes);
+                              0.5 * m / g, CommGroupId::kAcrossNodes);
       inter.latency_s = 2 * mats * inter.latency_s +
                         kernels_s(gpu, 0.5 * m / g + 2 * m / g + 2 * m / g + 2 * m / (g * k),
                                   2 * mats);
@@ -163,16 +169,16 @@ StepBuilder::ReducePlan StepBuilder::grad_reduce_tasks(Resource stream,
       !z.reduce_scatter && z.contiguous_gradients && bucket.elems <= sizes_.bucket;
   plan.tasks.push_back(
       all_reduce ? group_task(TaskKind::kAllReduce, stream, Collective::kAllReduce,
-                              p * bucket.elems, groups_.partition)
+                              p * bucket.elems, CommGroupId::kPartition)
                  : group_task(TaskKind::kReduceScatter, stream, Collective::kReduceScatter,
-                              p * bucket.elems, groups_.partition));
+                              p * bucket.elems, CommGroupId::kPartition));
   plan.reduced = 0;
   if (z.mics() && boundary && groups_.replica.ranks > 1) {
     // mics.py allreduce_mics_shard_grads: at the boundary, the bucket's accumulated gradient
     // partitions are scaled (scale_tensors) and all-reduced across the replica group.
     const double bytes = a * bucket.elems / groups_.partition.ranks;
     Task ar = group_task(TaskKind::kAllReduce, stream, Collective::kAllReduce, bytes,
-                         groups_.replica);
+                         CommGroupId::kReplica);
     ar.latency_s += hardware::memory_bound_time_s(gpu, 2 * bytes);
     plan.tasks.push_back(ar);
   }

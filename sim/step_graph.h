@@ -70,6 +70,22 @@ bool is_collective(TaskKind k);
 enum class LinkSlot : uint8_t { kNone, kIntraNode, kNetwork, kPcieH2D, kPcieD2H, kNvme };
 inline constexpr int kNumLinkSlots = 6;
 
+// The communicator a collective runs in: every rank, or one of ZeRO++'s and MiCS's groups
+// (sim/zeropp_mics.h ZeroGroups says which ranks each holds). Only the executor reads it -- the
+// simulator prices a group's collective into latency_s and work_s -- so it is not part of the
+// fingerprint.
+enum class CommGroupId : uint8_t {
+  kWorld,
+  kPartition,   // the states' partition group: every rank, or the MiCS shard
+  kSecondary,   // hpZ's secondary partition group
+  kReplica,     // MiCS: the ranks with the same index in every shard
+  kShardInter,  // MiCS hierarchical gather: the shard's ranks of one local index
+  kShardIntra,  // MiCS hierarchical gather: the shard's ranks on one node
+  kNode,        // qgZ: the node's ranks
+  kAcrossNodes  // qgZ: the ranks of one local index on every node
+};
+inline constexpr int kNumCommGroups = 8;
+
 struct MemEffect {
   bool at_end = false;
   Tier tier = Tier::kGpu;
@@ -81,6 +97,7 @@ struct Task {
   TaskKind kind = TaskKind::kForward;
   Resource resource = Resource::kCompute;
   LinkSlot link = LinkSlot::kNone;
+  CommGroupId group = CommGroupId::kWorld;  // a collective's communicator
   int16_t micro_step = 0;  // -1: the optimizer step
   int32_t layer = -1;
   int32_t index = -1;     // module, bucket or sub-group number, for names

@@ -69,6 +69,60 @@ ZeroGroups zero_groups(const ZeroConfig& z, const hardware::Cluster& cluster) {
   return out;
 }
 
+CommGroup group_of(const ZeroGroups& groups, CommGroupId id) {
+  switch (id) {
+    case CommGroupId::kWorld:
+      return groups.world;
+    case CommGroupId::kPartition:
+      return groups.partition;
+    case CommGroupId::kSecondary:
+      return groups.secondary;
+    case CommGroupId::kReplica:
+      return groups.replica;
+    case CommGroupId::kShardInter:
+      return groups.shard_inter;
+    case CommGroupId::kShardIntra:
+      return groups.shard_intra;
+    case CommGroupId::kNode:
+      return groups.node;
+    case CommGroupId::kAcrossNodes:
+      return groups.across_nodes;
+  }
+  return groups.world;
+}
+
+int group_color(const ZeroGroups& groups, CommGroupId id, int rank) {
+  const int shard = groups.partition.ranks;
+  switch (id) {
+    case CommGroupId::kWorld:
+      return 0;
+    case CommGroupId::kPartition:
+      return rank / shard;
+    case CommGroupId::kSecondary:
+      return rank / groups.secondary.ranks;
+    case CommGroupId::kReplica:
+      return rank % shard;
+    case CommGroupId::kShardInter: {
+      const int per_node = std::max(1, groups.shard_intra.ranks);
+      return rank / shard * per_node + rank % per_node;
+    }
+    case CommGroupId::kShardIntra:
+      return rank / std::max(1, groups.shard_intra.ranks);
+    case CommGroupId::kNode:
+      return rank / std::max(1, groups.node.ranks);
+    case CommGroupId::kAcrossNodes:
+      return rank % std::max(1, groups.node.ranks);
+  }
+  return 0;
+}
+
+int group_rank(const ZeroGroups& groups, CommGroupId id, int rank) {
+  const int color = group_color(groups, id, rank);
+  int below = 0;
+  for (int r = 0; r < rank; ++r) below += group_color(groups, id, r) == color;
+  return below;
+}
+
 hardware::CollectiveCost group_collective_cost(const hardware::Cluster& cluster,
                                                hardware::Collective op, double bytes,
                                                CommGroup group) {

@@ -19,6 +19,7 @@
 #include "hardware/cost_model.h"
 #include "hardware/profile.h"
 #include "sim/ds_config/zero_config.h"
+#include "sim/step_graph.h"
 
 namespace zplan::sim {
 
@@ -53,6 +54,17 @@ struct ZeroGroups {
   CommGroup across_nodes;
 };
 ZeroGroups zero_groups(const ZeroConfig& zero, const hardware::Cluster& cluster);
+// The group `id` of `groups`.
+CommGroup group_of(const ZeroGroups& groups, CommGroupId id);
+// Which group of kind `id` holds `rank` (ranks with the same color form one group, ranked in
+// rank order), as DeepSpeed builds them: hpZ groups and MiCS shards of consecutive ranks
+// (groups.py _create_zero_param_parallel_group, mics_utils.py _generate_mics_config), replica
+// groups of the ranks with one index in every shard, the hierarchical gather's intra-node groups
+// of the shard's ranks on one node and inter-node groups of its ranks with one local index
+// (mics_utils.py create_mics_comm_groups); qgZ's node and across-nodes groups likewise.
+int group_color(const ZeroGroups& groups, CommGroupId id, int rank);
+// `rank`'s index in its group of kind `id`.
+int group_rank(const ZeroGroups& groups, CommGroupId id, int rank);
 
 // Collective `op` of `bytes` (nccl-tests' S) inside `group`: hardware::collective_cost of a
 // cluster of the group's size, with the network bandwidth it gets when the node's other GPUs

@@ -59,7 +59,8 @@ json mlp_config(int stage, int gas, const std::string& offload, bool offload_par
 
 struct Run {
   ExecutionResult result;
-  std::vector<float> weights;
+  std::vector<float> weights;                    // rank 0's
+  std::vector<std::vector<float>> rank_weights;  // every rank's
 };
 
 TEST_CASE("executor layout agrees with the builder's ZeRO sizes", "[executor]") {
@@ -159,16 +160,25 @@ kernels::AdamHyper numeric_adam() {
   return a;
 }
 
-// Three optimizer steps of the config on 2 ranks (numeric_adam); rank 1 drops gradients
-// [drop_begin, drop_end) of its optimizer partition (DroppingDevice), if any.
+// `ranks` CPU ranks on `nodes` nodes of the test profile (which gets a NIC for more than one).
+hardware::Cluster test_cluster(int ranks, int nodes) {
+  hardware::Profile profile = cpu_test_profile();
+  if (nodes > 1) profile.network.nics_per_node = 1;
+  return hardware::make_cluster(profile, ranks, nodes);
+}
+
+// Three optimizer steps of the config on `ranks` ranks over `nodes` nodes (numeric_adam); rank 1
+// drops gradients [drop_begin, drop_end) of its optimizer partition (DroppingDevice), if any.
+// Every rank must end with the same full parameters unless `diverge` (MiCS shards that train
+// differently).
 Run execute(const models::Model& model, const json& config_json, int64_t drop_begin = 0,
-            int64_t drop_end = 0) {
-  const hardware::Cluster cluster = hardware::make_cluster(cpu_test_profile(), kRanks, 1);
-  const sim::DsConfig config = ds_config(config_json, kRanks);
+            int64_t drop_end = 0, int ranks = kRanks, int nodes = 1, bool diverge = false) {
+  const hardware::Cluster cluster = test_cluster(ranks, nodes);
+  const sim::DsConfig config = ds_config(config_json, ranks);
   sim::Workload workload;
   workload.seq_len = model.shape().default_seq_len;
-  std::vector<ExecutionResult> results(kRanks);
-  run_ranks(kRanks, [&](int rank, ExecutorDevice& device) {
+  std::vector<ExecutionResult> results(static_cast<size_t>(ranks));
+  run_ranks(ranks, [&](int rank, ExecutorDevice& device) {
     DroppingDevice dropping(device, rank == 1 ? drop_begin : 0, rank == 1 ? drop_end : 0);
     ExecuteOptions o;
     o.warmup_steps = 0;
@@ -180,8 +190,10 @@ Run execute(const models::Model& model, const json& config_json, int64_t drop_be
   });
   Run run;
   run.weights = results[0].weights;
-  // Every rank ends with the same full parameters.
-  REQUIRE(results[1].weights == run.weights);
+  for (const ExecutionResult& r : results) {
+    if (!diverge) REQUIRE(r.weights == run.weights);  // every rank ends with the same model
+    run.rank_weights.push_back(r.weights);
+  }
   run.result = std::move(results[0]);
   return run;
 }
@@ -195,6 +207,16 @@ int64_t outside_bound(const std::vector<float>& weights, const testing::MlpRefer
     outside += std::fabs(double(weights[k]) - ref.weights[k]) > ref.bound[k];
   }
   return outside;
+}
+
+// Every weight within its bound around the double-precision run, and the same loss, step by
+// step, within its bound (a sum in double of fp32 squared errors).
+void check_trains_like(const Run& run, const testing::MlpReference& ref) {
+  CHECK(outside_bound(run.weights, ref) == 0);
+  REQUIRE(run.result.loss.size() == ref.loss.size());
+  for (size_t s = 0; s < ref.loss.size(); ++s) {
+    CHECK(std::fabs(run.result.loss[s] - ref.loss[s]) <= ref.loss_bound[s]);
+  }
 }
 
 testing::MlpReference mlp_reference_run(const models::Model& model,
@@ -245,14 +267,8 @@ TEST_CASE("every ZeRO stage and offload mode trains the MLP to the same weights"
   for (const Case& c : cases) {
     INFO("stage " << c.stage << " gas " << c.gas << " offload " << c.offload
                   << (c.offload_params ? " + params" : "") << " bucket " << c.bucket);
-    const Run run =
-        execute(model, mlp_config(c.stage, c.gas, c.offload, c.offload_params, c.bucket));
-    CHECK(outside_bound(run.weights, ref) == 0);
-    // The same loss, step by step, within its bound (a sum in double of fp32 squared errors).
-    REQUIRE(run.result.loss.size() == ref.loss.size());
-    for (size_t s = 0; s < ref.loss.size(); ++s) {
-      CHECK(std::fabs(run.result.loss[s] - ref.loss[s]) <= ref.loss_bound[s]);
-    }
+    check_trains_like(
+        execute(model, mlp_config(c.stage, c.gas, c.offload, c.offload_params, c.bucket)), ref);
   }
 }
 
@@ -275,25 +291,74 @@ TEST_CASE("the numerics check catches a dropped gradient slice", "[executor][bla
   CHECK(outside_bound(run.weights, mlp_reference_run(model, fault)) == 0);
 }
 
+// ZeRO++ hpZ and MiCS on 4 ranks as 2 nodes of 2 (docs/cost_model.md §13): the groups are real
+// sub-communicators, the partitions live where DeepSpeed keeps them, and the training is plain
+// data parallelism's -- within the same bound as every other stage. MiCS with shard 2 all-reduces
+// across two replica groups at the boundary; shard 4 spans both nodes, flat or hierarchical.
+json zeropp_mics_config(int gas, const json& keys) {
+  json j = mlp_config(3, gas, "none");
+  for (const auto& [k, v] : keys.items()) j["zero_optimization"][k] = v;
+  return j;
+}
+
+TEST_CASE("hpZ and MiCS groups train the MLP to the same weights", "[executor][blas]") {
+  const models::Model model = models::load_model("tiny-mlp-s");
+  const testing::MlpReference ref = mlp_reference_run(model);
+  struct Case {
+    int gas;
+    json keys;
+  };
+  const std::vector<Case> cases = {
+      {1, {{"zero_hpz_partition_size", 2}}},
+      {2, {{"zero_hpz_partition_size", 2}}},
+      {1, {{"mics_shard_size", 2}}},
+      {2, {{"mics_shard_size", 2}}},
+      {2, {{"mics_shard_size", 4}}},
+      {2, {{"mics_shard_size", 4}, {"mics_hierarchical_params_gather", true}}},
+  };
+  for (const Case& c : cases) {
+    INFO("gas " << c.gas << " " << c.keys.dump());
+    check_trains_like(execute(model, zeropp_mics_config(c.gas, c.keys), 0, 0, 4, 2), ref);
+  }
+}
+
+TEST_CASE("the numerics check catches a dropped gradient slice under MiCS", "[executor][blas]") {
+  // MiCS shard 2 on 4 ranks: each optimizer partition is held by two replicas. Rank 1 (shard
+  // rank 1, replica group {1, 3}) hides 2,000 of its partition's gradients from Adam: its
+  // shard's model leaves the bound, and the two shards' models part ways.
+  const models::Model model = models::load_model("tiny-mlp-s");
+  const testing::MlpReference ref = mlp_reference_run(model);
+  const Run run =
+      execute(model, zeropp_mics_config(1, {{"mics_shard_size", 2}}), 1000, 3000, 4, 2, true);
+  const std::vector<std::vector<float>>& weights = run.rank_weights;
+  CHECK(outside_bound(weights[0], ref) > 1000);
+  CHECK(weights[0] == weights[1]);  // one shard, one model
+  CHECK(weights[0] != weights[2]);
+}
+
 struct MemoryCase {
   int stage;
   int gas;
   std::string offload;
   int64_t bucket;
+  json zero_keys = json::object();  // more zero_optimization keys (ZeRO++, MiCS)
+  int ranks = kRanks;
+  int nodes = 1;
 };
 
 void check_memory(const std::vector<MemoryCase>& cases) {
   const models::Model model = models::load_model("tiny-mlp-s");
-  const hardware::Cluster cluster = hardware::make_cluster(cpu_test_profile(), kRanks, 1);
   sim::Workload w;
   w.seq_len = 1;
   for (const MemoryCase& c : cases) {
     INFO("stage " << c.stage << " gas " << c.gas << " offload " << c.offload << " bucket "
-                  << c.bucket);
-    const sim::DsConfig config =
-        ds_config(mlp_config(c.stage, c.gas, c.offload, false, c.bucket), kRanks);
-    std::vector<ValidationReport> reports(kRanks);
-    run_ranks(kRanks, [&](int rank, ExecutorDevice& device) {
+                  << c.bucket << " " << c.zero_keys.dump() << " ranks " << c.ranks);
+    const hardware::Cluster cluster = test_cluster(c.ranks, c.nodes);
+    json config_json = mlp_config(c.stage, c.gas, c.offload, false, c.bucket);
+    for (const auto& [k, v] : c.zero_keys.items()) config_json["zero_optimization"][k] = v;
+    const sim::DsConfig config = ds_config(config_json, c.ranks);
+    std::vector<ValidationReport> reports(static_cast<size_t>(c.ranks));
+    run_ranks(c.ranks, [&](int rank, ExecutorDevice& device) {
       ValidateOptions o;
       o.execute.warmup_steps = 1;
       o.execute.steps = 1;
@@ -343,6 +408,18 @@ TEST_CASE("executed memory peaks match the simulated ones", "[executor][blas]") 
                 {3, 1, "nvme", 100000}});
 }
 
+TEST_CASE("executed memory peaks match the simulated ones with hpZ and MiCS", "[executor][blas]") {
+  // 4 ranks as 2 nodes of 2: hpZ's secondary partition (params16, 1/hpz of every non-persistent
+  // parameter, for the whole step), MiCS's states over the shard (2: half the world; 4 with the
+  // hierarchical gather's clone of the inter-node output).
+  const json hpz = {{"zero_hpz_partition_size", 2}};
+  const json mics2 = {{"mics_shard_size", 2}};
+  const json mics4h = {{"mics_shard_size", 4}, {"mics_hierarchical_params_gather", true}};
+  check_memory({{3, 2, "none", 100000, hpz, 4, 2},
+                {3, 2, "none", 100000, mics2, 4, 2},
+                {3, 1, "none", 100000, mics4h, 4, 2}});
+}
+
 // Several buckets in stage 2: the gradient that overflows a bucket stays allocated until the full
 // bucket has left the IPG buffer (DeepSpeed's hook runs reduce_ipg_grads() before it copies the
 // new gradient in) -- after the reduction, or with offload after the copies to the host.
@@ -371,6 +448,22 @@ TEST_CASE("transformer-shaped models run with their shapes", "[executor][blas]")
     for (const ValidationRow& row : reports[0].memory) {
       INFO(row.name << ": predicted " << row.predicted << " measured " << row.measured);
       CHECK(std::fabs(row.error()) <= 0.03);
+    }
+  }
+}
+
+TEST_CASE("the executor refuses ZeRO++'s quantized collectives in one line", "[executor]") {
+  for (const char* key : {"zero_quantized_weights", "zero_quantized_gradients"}) {
+    INFO(key);
+    const sim::DsConfig config = ds_config(zeropp_mics_config(1, {{key, true}}), 4);
+    try {
+      check_executor_supports(config, test_cluster(4, 2));
+      FAIL("not refused");
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("quantized") != std::string::npos);
+      CHECK(what.find("not executed") != std::string::npos);
+      CHECK(what.find('\n') == std::string::npos);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include "kernels/comm.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +76,38 @@ TEST_CASE("the thread communicator's control traffic", "[kernels][comm]") {
   CHECK(comms[0]->nodes() == 1);
   CHECK(comms[0]->hosts().front() == host_name());
   CHECK(comms[0]->library().empty());
+}
+
+TEST_CASE("the thread communicator splits into groups", "[kernels][comm]") {
+  // 4 ranks; split by rank / 2 (two "nodes"), then by rank % 2 (the same index on each): every
+  // group's all_reduce sums only its own ranks, on the channel it is given.
+  auto comms = make_thread_comms(4, 2);
+  std::vector<std::vector<float>> out(4);
+  std::vector<std::vector<int>> where(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      Comm& world = *comms[static_cast<size_t>(r)];
+      std::unique_ptr<Comm> node = world.split(r / 2);
+      std::unique_ptr<Comm> across = world.split(r % 2);
+      float a = float(1 << r), b = float(1 << r);
+      node->all_reduce(1, &a, 1);
+      across->all_reduce(0, &b, 1);
+      std::vector<float> g(2);
+      float mine = float(10 * r);
+      across->all_gather(1, &mine, 1, g.data());
+      out[static_cast<size_t>(r)] = {a, b, g[0], g[1]};
+      where[static_cast<size_t>(r)] = {node->rank(), node->size(), across->rank(), across->size(),
+                                       node->channels()};
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(out[0] == std::vector<float>{3, 5, 0, 20});   // node {0, 1}, across {0, 2}
+  CHECK(out[1] == std::vector<float>{3, 10, 10, 30});  // node {0, 1}, across {1, 3}
+  CHECK(out[2] == std::vector<float>{12, 5, 0, 20});
+  CHECK(out[3] == std::vector<float>{12, 10, 10, 30});
+  CHECK(where[0] == std::vector<int>{0, 2, 0, 2, 2});
+  CHECK(where[3] == std::vector<int>{1, 2, 1, 2, 2});
 }
 
 TEST_CASE("a process alone is one rank whose reductions are the identity", "[kernels][comm]") {
