@@ -17,6 +17,7 @@
 #include "executor/device.h"
 #include "executor/launch.h"
 #include "executor/validate.h"
+#include "kernels/comm.h"
 #include "base/atomic_file.h"
 #include "base/input_error.h"
 #include "sim/trace_writer.h"
@@ -120,10 +121,11 @@ int run_validate(ValidateCliOptions o) {
   executor::check_executor_fits(s.model, s.cluster, s.config, s.workload, o.swap_dir,
                                 /*device_memory_is_host=*/!cuda);
 
-  // Notes are printed once, before a re-launch.
+  // Notes are printed once: before a re-launch, or by rank 0 of a job started under mpirun.
   const bool relaunched = executor::relaunched();
-  if (!relaunched) print_notes(s.notes);
-  if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu && !relaunched) {
+  const bool says_notes = !relaunched && kernels::mpi_launcher_rank() <= 0;
+  if (says_notes) print_notes(s.notes);
+  if (!cuda && s.cluster.profile.gpu.arch != hardware::Arch::kCpu && says_notes) {
     // The ranks below are CPU ranks whatever the profile says.
     std::cerr << "zplan: note: --hw " << o.setup.hw << " describes " << s.cluster.profile.gpu.name
               << ", but the executor runs on CPU ranks: predicted times are for that hardware, "

@@ -125,6 +125,9 @@ bool comm_has_mpi();
 // "NAME=value" of the environment variable that shows this process was started by an MPI
 // launcher (Open MPI's mpirun, MPICH/Hydra, MVAPICH, a PMIx launcher such as srun), else "".
 std::string mpi_launcher_variable();
+// This process's rank as the MPI launcher set it in the environment (OMPI_COMM_WORLD_RANK,
+// PMI_RANK, MV2_COMM_WORLD_RANK, PMIX_RANK), before MPI is initialized; -1 without a launcher.
+int mpi_launcher_rank();
 
 // This machine's host name.
 std::string host_name();

@@ -2,6 +2,7 @@
 // without them.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -243,6 +244,18 @@ std::string mpi_launcher_variable() {
     if (v != nullptr && v[0] != '\0') return std::string(name) + "=" + v;
   }
   return "";
+}
+
+int mpi_launcher_rank() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "PMIX_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || v[0] == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(v, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank <= INT_MAX) return static_cast<int>(rank);
+  }
+  return -1;
 }
 
 std::string host_name() {

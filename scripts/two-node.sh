@@ -187,7 +187,7 @@ EOF
       stage=${cell%%:*}
       extra=""
       [ "$cell" = "$stage" ] || extra=$(echo "${cell#*:}" | tr ',' ' ')
-      name=$(echo "$cell" | tr ':,=' '---' | tr -s '-')
+      name=$(echo "$cell" | tr ':,=/.' '-----' | tr -s '-')
       for prof in profile model; do
         echo "two-node: validate stage $stage $extra on $prof.json;" \
           "load $(cut -d' ' -f1-3 /proc/loadavg)" >&2

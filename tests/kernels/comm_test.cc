@@ -3,6 +3,7 @@
 #include "kernels/comm.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -108,6 +109,21 @@ TEST_CASE("the thread communicator splits into groups", "[kernels][comm]") {
   CHECK(out[3] == std::vector<float>{12, 10, 10, 30});
   CHECK(where[0] == std::vector<int>{0, 2, 0, 2, 2});
   CHECK(where[3] == std::vector<int>{1, 2, 1, 2, 2});
+}
+
+TEST_CASE("the launcher's rank is read from the environment before MPI starts",
+          "[kernels][comm]") {
+  // Only where no launcher set it for this test process (ctest runs it without one).
+  if (!mpi_launcher_variable().empty()) return;
+  CHECK(mpi_launcher_rank() == -1);
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  CHECK(mpi_launcher_rank() == 3);
+  setenv("OMPI_COMM_WORLD_RANK", "x", 1);
+  CHECK(mpi_launcher_rank() == -1);
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  setenv("PMI_RANK", "0", 1);
+  CHECK(mpi_launcher_rank() == 0);
+  unsetenv("PMI_RANK");
 }
 
 TEST_CASE("a process alone is one rank whose reductions are the identity", "[kernels][comm]") {
