@@ -122,11 +122,28 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
 
 }  // namespace
 
+double stage3_fetch_host_ops(double params) {
+  // Counted from the source [est: one Python call that touches a tensor or the CUDA runtime = one
+  // operator's host time]. fetch_sub_module: all_gather_coalesced's flat buffer (torch.empty),
+  // the copy of this rank's partition into it and the all_gather_into_tensor launch (3); then per
+  // parameter the handle's wait with its torch.cat/view into param.data, and an Event() plus
+  // record() for the ongoing-fetch queue (3); then current_stream().wait_stream(allgather
+  // stream) (1). release_sub_module: per parameter __release_param -> partition() -> free_param,
+  // record_stream and param.data = torch.empty(0) (2). Total 4 + 5 per parameter.
+  constexpr double kPerFetch = 4;
+  constexpr double kPerParam = 5;
+  return params > 0 ? kPerFetch + kPerParam * params : 0.0;
+}
+
 HostOps piece_host_ops(const Piece& piece, bool stage3) {
   const double ops = piece.end_op - piece.first_op;
+  // Stage 3: the pre-forward (and pre-backward) hook fetches the piece's module, the post hook
+  // releases it; both run on the thread that issues the piece's kernels.
+  const double fetch =
+      stage3 && piece.fetch_module >= 0 ? stage3_fetch_host_ops(piece.fetch_params) : 0.0;
   HostOps h;
-  h.fwd = ops;
-  h.bwd = piece.no_grad ? 0 : 2 * ops + (stage3 ? 0.0 : static_cast<double>(piece.grads.size()));
+  h.fwd = ops + fetch;
+  h.bwd = piece.no_grad ? 0 : 2 * ops + fetch + static_cast<double>(piece.grads.size());
   return h;
 }
 
@@ -176,6 +193,7 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
           cur.first_op = oi;
         }
         cur.fetch_module = op.module;
+        cur.fetch_params = static_cast<int>(layer.modules[op.module].params.size());
         cur_has_fetch = true;
       }
       OpTime t = op_time(op, gpu, seq, batch, dtype, workload);

@@ -41,6 +41,7 @@ struct Piece {
   int layer = 0;
   int first_op = 0, end_op = 0;  // the layer's ops [first_op, end_op)
   int fetch_module = -1;         // stage 3: the module gathered before this piece runs, or -1
+  int fetch_params = 0;          // stage 3: the parameters of fetch_module (its hooks loop over them)
   double fwd_s = 0;
   double bwd_s = 0;
   double fwd_flops = 0;
@@ -54,13 +55,19 @@ struct Piece {
 };
 
 // Host operators a piece issues: one launch per operation forward and two backward (the input
-// and the weight gradient, or the activation gradient), plus, in stages 1-2, one Python gradient
-// hook per parameter (DeepSpeed's reduce_ready_partitions_and_remove_grads,
-// deepspeed/runtime/zero/stage_1_and_2.py). Stage 3's own hooks are priced with its fetches.
+// and the weight gradient, or the activation gradient), plus one Python gradient hook per
+// parameter (DeepSpeed's reduce_ready_partitions_and_remove_grads, stage_1_and_2.py; stage 3's
+// reduce_partition_and_remove_grads, stage3.py), plus, in stage 3, the module hooks' fetch and
+// release of a gathered module before and after each use (stage3_fetch_host_ops).
 struct HostOps {
   double fwd = 0, bwd = 0;
 };
 HostOps piece_host_ops(const Piece& piece, bool stage3);
+// Host operators of one stage-3 use of a gathered module with `params` parameters, in the module
+// hooks on the Python thread (the same thread that issues the piece's kernels, so they add to
+// its host floor). DeepSpeed 0.19, partitioned_param_coordinator.py fetch_sub_module and
+// release_sub_module, partition_parameters.py all_gather_coalesced / AllGatherCoalescedHandle.
+double stage3_fetch_host_ops(double params);
 
 // The pieces of every layer in forward order. `module_fetch` is ZeroSizes::module_fetch for
 // stage 3 (a module needs a gather iff its entry is > 0) and ignored otherwise. Each piece's

@@ -181,6 +181,16 @@ TEST_CASE("NCCL model across many nodes reproduces published nccl-tests figures"
       collective_cost(stock("a100", 1024, 128), Collective::kAllGather, 8 * kGiB);
   CHECK(b.latency_s > a.latency_s);
   CHECK(b.transfer_s / a.transfer_s == Approx((1023.0 / 1024) / (511.0 / 512)).epsilon(1e-9));
+  // One stage-3 gather of megatron21-530b-2240 (docs/fidelity.md): 2.43 GB over 2,240 ranks on
+  // 280 nodes. The ring's 2,239 steps are priced as NCCL's tuning.cc does (reference §1.4):
+  // Ring/LL128, base 14 us + 1,960 NVLink steps x max(1.9, AMD net overhead 2.0) us + 279
+  // network steps x 4.0 us = 5,050 us, a sixth of the gather (its transfer at 0.59 x 8 HDR NICs
+  // is ~23 ms).
+  const CollectiveCost g =
+      collective_cost(stock("a100", 2240, 280), Collective::kAllGather, 2.433e9);
+  CHECK(algo(g) == "ring/LL128");
+  CHECK(g.latency_s == Approx(5050 * kUs));
+  CHECK(g.transfer_s == Approx(23.3e-3).epsilon(0.02));
 }
 
 TEST_CASE("NCCL model: cost grows with size, LL small, Simple large", "[hardware]") {

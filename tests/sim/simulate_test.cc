@@ -7,6 +7,7 @@
 #include "sim/engine.h"
 #include "sim/simulate.h"
 #include "sim/step_builder.h"
+#include "sim/step_costs.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace zplan::sim {
@@ -103,6 +104,39 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     // Forward one operator per operation, backward two: at least 3 x ops x 1 ms.
     CHECK(run(f, json, 1).step_time_s >= 3 * ops * 1e-3);
     CHECK(run(none, json, 1).step_time_s < 3 * ops * 1e-3);
+  }
+  SECTION("stage 3's module hooks add their fetch and release to the host floor") {
+    hardware::FrameworkSpec f;
+    f.host_op_s = 1e-3;
+    // Each gathered module's use costs 4 + 5 per parameter host operators (fetch_sub_module,
+    // release_sub_module), forward and backward; stage 2 has no module hooks.
+    CHECK(stage3_fetch_host_ops(0) == 0);
+    CHECK(stage3_fetch_host_ops(2) == 14);
+    Piece pc;
+    pc.first_op = 0;
+    pc.end_op = 3;
+    pc.fetch_module = 0;
+    pc.fetch_params = 2;
+    pc.grads = {10, 20};
+    const HostOps z3 = piece_host_ops(pc, true), z2 = piece_host_ops(pc, false);
+    CHECK(z3.fwd == 3 + 14);
+    CHECK(z3.bwd == 6 + 14 + 2);
+    CHECK(z2.fwd == 3);
+    CHECK(z2.bwd == 6 + 2);
+    double fetch_ops = 0;
+    for (const models::Layer& layer : model.layers()) {
+      for (const models::Module& m : layer.modules) {
+        fetch_ops += stage3_fetch_host_ops(static_cast<double>(m.params.size()));
+      }
+    }
+    REQUIRE(fetch_ops > 0);
+    const std::string z3json = zero_json(3, R"(, "stage3_param_persistence_threshold": 0)", 4);
+    const std::string z2json = zero_json(2, "", 4);
+    // Forward and backward each fetch every module once (no recompute): at least 2 x fetch_ops
+    // more host time than stage 2, whose host floor is otherwise the same (10% for the two
+    // stages' different exposed tails: the last reductions, the optimizer step).
+    CHECK(run(f, z3json, 8).step_time_s - run(f, z2json, 8).step_time_s >=
+          0.9 * 2 * fetch_ops * 1e-3);
   }
   SECTION("pageable offload copies hold the compute stream; pinned ones overlap") {
     const std::string pinned = zero_json(
