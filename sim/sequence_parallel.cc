@@ -41,7 +41,7 @@ void check_sequence_parallel(const models::Model& model,
   if (workload.seq_len % sp != 0) {
     throw InputError(at, "Ulysses sequence parallel size " + n + " does not divide the " +
                              std::to_string(workload.seq_len) +
-                             "-token sequence (DeepSpeed raises); change --seq");
+                             "-token sequence (DeepSpeed raises); change --seq-len");
   }
   const int g = cluster.gpus_per_node();
   if ((sp > g && sp % g != 0) || (sp < g && g % sp != 0)) {
