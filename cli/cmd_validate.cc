@@ -112,6 +112,11 @@ int run_validate(ValidateCliOptions o) {
                      "validate runs the reference executor, which trains every parameter; "
                      "predict fine-tuning with simulate, memory or plan");
   }
+  if (s.workload.sequence_parallel > 1) {
+    throw InputError(json_location(o.setup.ds_config, "/sequence_parallel_size"),
+                     "validate runs the reference executor, which does not split sequences; "
+                     "predict Ulysses sequence parallelism with simulate or memory");
+  }
   if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
     throw InputError("--device cuda", "--hw " + o.setup.hw +
                                           " describes a CPU; give the GPU's profile (a stock one "

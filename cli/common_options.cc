@@ -8,6 +8,7 @@
 #include "models/finetune.h"
 #include "base/input_error.h"
 #include "sim/knobs.h"
+#include "sim/sequence_parallel.h"
 #include "sim/zeropp_mics.h"
 #include "sim/swap_buffers.h"
 
@@ -355,6 +356,8 @@ Setup resolve_setup(const SetupOptions& o) {
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   check_param_swap_buffers(o, model, cluster.gpus, config, notes);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);
+  workload.sequence_parallel = sim::sequence_parallel_size(config);
+  sim::check_sequence_parallel(model, workload, cluster, o.ds_config);
   if (std::string note = sim::zeropp_mics_note(config.zero, cluster); !note.empty()) {
     notes.push_back(note);
   }

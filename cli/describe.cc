@@ -140,6 +140,11 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
   if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
+  if (w.sequence_parallel > 1) {
+    // The samples above count the data-parallel ranks only: the GPUs / sp (runtime/config.py).
+    s += strformat(", Ulysses sequence parallel %d (%lld tokens per GPU)", w.sequence_parallel,
+                   static_cast<long long>(w.seq_len / w.sequence_parallel));
+  }
   return s;
 }
 
@@ -157,6 +162,9 @@ nlohmann::json setup_to_json(const Setup& setup) {
   j["workload"] = {{"seq_len", setup.workload.seq_len},
                    {"attention", sim::attention_name(setup.workload.attention)},
                    {"loss", setup.workload.loss_name()}};
+  if (setup.workload.sequence_parallel > 1) {
+    j["workload"]["ulysses_sequence_parallel"] = setup.workload.sequence_parallel;
+  }
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }

@@ -218,7 +218,8 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
   const bool attention_dropout = m.dropout && m.attention_dropout;
 
-  const double scores = a * s * tokens;  // a*s*s*b elements
+  // a*s*s*b elements; with Ulysses, (a/sp) heads over the full sp*s tokens.
+  const double scores = a * s * tokens * static_cast<double>(options.sequence_parallel);
   double attention_bytes = 0;
   double attention_grad_bytes = 0;
   double qkv_elements = q_width + k_width + v_width;

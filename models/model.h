@@ -209,6 +209,10 @@ struct ActivationOptions {
   bool fused_loss = false;      // fused linear + cross-entropy: no [T x V] logits are stored
   bool fused_swiglu = false;    // Liger's SwiGLU kernel: the MLP keeps gate and up only
   bool loss_upcast = true;      // the unfused loss upcasts the logits to fp32 first
+  // Ulysses sequence parallelism over this many ranks: `seq` is the rank's s/sp tokens, but
+  // eager attention's score tensors are heads/sp x s x s (after the all-to-all), sp times the
+  // a x (s/sp)^2 the local tokens alone would give.
+  int64_t sequence_parallel = 1;
 };
 
 // Activation bytes of one layer for one micro-batch (b sequences of s tokens).

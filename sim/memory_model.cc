@@ -83,6 +83,9 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   options.fused_swiglu = workload.fused_swiglu;
   options.loss_upcast = workload.loss_upcast;
   options.dtype_bytes = precision_bytes(config.precision);
+  // Ulysses: the rank holds s/sp tokens of each sample (sim/sequence_parallel.h).
+  options.sequence_parallel = workload.sequence_parallel;
+  const int64_t local_seq = workload.seq_len / options.sequence_parallel;
   const auto& ac = config.activation_checkpointing;
   ActivationPlan plan;
   plan.checkpoints_on_host = ac.enabled && ac.cpu_checkpointing;
@@ -94,7 +97,7 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   plan.checkpointed.resize(n);
   for (size_t i = 0; i < n; ++i) {
     models::LayerActivations act =
-        model.layer_activations(i, workload.seq_len, config.micro_batch, options);
+        model.layer_activations(i, local_seq, config.micro_batch, options);
     plan.stored[i] = act.stored_bytes;
     // A layer no gradient reaches is never recomputed (its forward recorded nothing).
     plan.checkpointed[i] = ac.enabled && layers[i].checkpointed_unit && !layers[i].no_grad;

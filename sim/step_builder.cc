@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "hardware/cost_model.h"
+#include "sim/sequence_parallel.h"
 #include "sim/step_builder_internal.h"
 
 namespace zplan::sim {
@@ -32,7 +33,10 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
     module_base_.push_back(module_count_);
     module_count_ += static_cast<int>(layer.modules.size());
   }
-  const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch);
+  // Ulysses: the rank does 1/sp of each sample's work (its s/sp tokens, attention's heads/sp).
+  const double sp = workload_.sequence_parallel;
+  add_ulysses_all_to_all(pieces_, model, cluster, workload_, config_);
+  const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
   // Forward + backward, less the weight-gradient GEMMs frozen linears skip and the backward of
   // layers no gradient reaches (models/finetune.h); 3 x forward when everything trains.
   double skipped = 0;
@@ -41,7 +45,7 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   double recomputed = 0;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     if (acts_.checkpointed[i]) {
-      recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch);
+      recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch) / sp;
     }
   }
   hardware_flops_ = model_flops_ + recomputed;

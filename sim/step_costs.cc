@@ -153,7 +153,11 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
   const hardware::GpuSpec& gpu = profile.gpu;
   const bool stage3 = config.zero.stage == 3;
   const int dtype = precision_bytes(config.precision);
-  const double seq = static_cast<double>(workload.seq_len);
+  // Ulysses (sim/sequence_parallel.h): every op runs on the rank's s/sp tokens but attention,
+  // which runs heads/sp over the whole sequence after the all-to-all.
+  const int sp = workload.sequence_parallel;
+  const double full_seq = static_cast<double>(workload.seq_len);
+  const double seq = full_seq / sp;
   const double batch = static_cast<double>(config.micro_batch);
   std::vector<Piece> pieces;
   const auto& layers = model.layers();
@@ -196,7 +200,14 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
         cur.fetch_params = static_cast<int>(layer.modules[op.module].params.size());
         cur_has_fetch = true;
       }
-      OpTime t = op_time(op, gpu, seq, batch, dtype, workload);
+      OpTime t;
+      if (op.kind == models::OpKind::kAttention && sp > 1) {
+        models::ComputeOp local = op;
+        local.heads = op.heads / sp;  // check_sequence_parallel: sp divides the heads
+        t = op_time(local, gpu, full_seq, batch, dtype, workload);
+      } else {
+        t = op_time(op, gpu, seq, batch, dtype, workload);
+      }
       // What a real training step sustains of the kernel roofline (GpuSpec::framework_efficiency:
       // launch gaps, hooks, allocator work between the eager kernels of a layer) divides every
       // op but a fused attention kernel: its time is one kernel's, growing with s^2 (the

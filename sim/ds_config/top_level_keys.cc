@@ -85,28 +85,37 @@ void reject_autotp(const JsonReader& top) {
   }
 }
 
-// Ulysses sequence parallelism: DeepSpeed reads a top-level "sequence_parallel_size"
-// (deepspeed/__init__.py initialize, runtime/config.py: the data-parallel world is the world
-// divided by it); LLaMA-Factory's ALST configs carry a "sequence_parallel" block that its
-// launcher reads (extras/migration_utils.py) to set up DeepSpeed's UlyssesSPAttentionHF.
-void reject_sequence_parallel(const JsonReader& top) {
-  if (std::optional<int64_t> sp = top.optional_integer("sequence_parallel_size")) {
-    if (*sp > 1) {
-      top.fail("sequence_parallel_size",
-               "not modelled: Ulysses sequence parallelism (" + std::to_string(*sp) +
-                   " GPUs share each sequence); remove it to plan plain ZeRO data parallelism");
-    }
-  }
+// LLaMA-Factory's ALST configs carry a "sequence_parallel" block that its launcher reads
+// (extras/migration_utils.py) to set up DeepSpeed's UlyssesSPAttentionHF; zplan models the
+// ds_config's own "sequence_parallel_size" (read_sequence_parallel) but not that launcher block.
+void reject_sequence_parallel_block(const JsonReader& top) {
   std::optional<JsonReader> r = top_block(top, "sequence_parallel", Null::kMeansDefault);
   if (!r) return;
   if (r->optional_boolean("enabled").value_or(true)) {
     r->fail(
-        "not modelled: sequence parallelism (the launcher's ALST/Ulysses block, which "
-        "splits each sequence over GPUs); remove it to plan plain ZeRO data parallelism");
+        "not modelled: sequence parallelism from the launcher's ALST/Ulysses block; give its "
+        "size as the top-level \"sequence_parallel_size\" to plan Ulysses");
   }
 }
 
 }  // namespace
+
+// Ulysses sequence parallelism (docs/cost_model.md "Ulysses sequence parallelism"): DeepSpeed
+// reads a top-level "sequence_parallel_size" and divides the world by it for the batch keys
+// (runtime/config.py DeepSpeedConfig.__init__: world_size = dist.get_world_size() /
+// config["sequence_parallel_size"]); the sequence-parallel groups are consecutive ranks
+// (runtime/sequence_parallel/parallel_state_sp.py initialize_sequence_parallel), so the size
+// must divide the GPUs.
+int read_sequence_parallel(const JsonReader& top, int world) {
+  const int64_t sp = top.optional_integer("sequence_parallel_size").value_or(1);
+  if (sp < 1) top.fail("sequence_parallel_size", "must be at least 1, got " + std::to_string(sp));
+  if (world % sp != 0) {
+    top.fail("sequence_parallel_size",
+             "Ulysses sequence parallel size " + std::to_string(sp) + " does not divide the " +
+                 std::to_string(world) + " GPUs (DeepSpeed groups consecutive ranks)");
+  }
+  return static_cast<int>(sp);
+}
 
 // The engine reduces gradients in communication_data_type when it is given, else in the training
 // precision (engine.py communication_data_type); zplan's collectives move the training
@@ -142,7 +151,7 @@ void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
   errors.step([&] { read_compile(top, errors); });
   errors.step([&] { reject_apex_amp(top); });
   errors.step([&] { reject_autotp(top); });
-  errors.step([&] { reject_sequence_parallel(top); });
+  errors.step([&] { reject_sequence_parallel_block(top); });
   errors.step([&] { reject_elasticity(top); });
 }
 

@@ -66,6 +66,12 @@ const char* offload_device_name(OffloadDevice d) {
 
 int precision_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 
+int sequence_parallel_size(const DsConfig& config) {
+  auto it = config.other.find("sequence_parallel_size");
+  if (it == config.other.end() || !it->is_number_integer()) return 1;
+  return static_cast<int>(std::max<int64_t>(1, it->get<int64_t>()));
+}
+
 
 namespace {
 
@@ -360,13 +366,23 @@ void check_config(const DsConfig& c, int dp, const Locator& loc) {
   };
   at_most(kMicroKey, c.micro_batch);
   at_most(kGasKey, c.gradient_accumulation_steps);
-  std::optional<int64_t> p = product(c.micro_batch, c.gradient_accumulation_steps, dp);
+  // With Ulysses sequence parallelism the batch keys count the world / sequence_parallel_size
+  // (runtime/config.py DeepSpeedConfig.__init__).
+  const int sp = sequence_parallel_size(c);
+  if (dp % sp != 0) {
+    loc.fail("/sequence_parallel_size", "Ulysses sequence parallel size " + std::to_string(sp) +
+                                            " does not divide the " + std::to_string(dp) +
+                                            " GPUs (DeepSpeed groups consecutive ranks)");
+  }
+  const int data_parallel = dp / sp;
+  std::optional<int64_t> p =
+      product(c.micro_batch, c.gradient_accumulation_steps, data_parallel);
   if (p != c.train_batch_size) {
     loc.fail(std::string("/") + kTrainKey,
              "train_batch_size " + std::to_string(c.train_batch_size) +
                  " must equal train_micro_batch_size_per_gpu " + std::to_string(c.micro_batch) +
                  " x gradient_accumulation_steps " + std::to_string(c.gradient_accumulation_steps) +
-                 " x " + std::to_string(dp) + " data-parallel GPUs");
+                 " x " + std::to_string(data_parallel) + " data-parallel GPUs");
   }
   // _do_optimizer_sanity_check (engine.py): without ZeRO (and without apex amp) the model and
   // accumulation dtypes must match.
@@ -490,7 +506,12 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   // Each step reads its own keys; a problem in one does not stop the others (Errors).
   Errors errors;
   c.zero = internal::read_zero_optimization(top, context, locator, errors);
-  errors.step([&] { read_batch(top, context, c); });
+  // The batch keys count data-parallel ranks: the world over the sequence-parallel size.
+  ParseContext batch_context = context;
+  errors.step([&] {
+    batch_context.dp_world_size /= internal::read_sequence_parallel(top, context.dp_world_size);
+  });
+  errors.step([&] { read_batch(top, batch_context, c); });
   errors.step([&] { read_precision(top, context, c, errors); });
   errors.step([&] { read_activation_checkpointing(top, c); });
   errors.step([&] { read_aio(top, c); });

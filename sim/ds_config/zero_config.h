@@ -132,6 +132,11 @@ struct DsConfig {
   nlohmann::json other = nlohmann::json::object();
 };
 
+// Ulysses sequence parallelism: the top-level "sequence_parallel_size" DsConfig keeps in `other`
+// (1 without it). Each sequence is split over that many consecutive ranks; the batch keys count
+// the world divided by it (runtime/config.py), while ZeRO partitions over every rank.
+int sequence_parallel_size(const DsConfig& config);
+
 // What a ds_config's "auto" values and missing batch keys resolve against.
 struct ParseContext {
   int dp_world_size = 1;
@@ -184,6 +189,9 @@ struct Workload {
   // ForCausalLMLoss does); false = the loss on the 16-bit logits, as 2021 transformers' GPT-2
   // computed it (--loss no-upcast; models::ActivationOptions::loss_upcast).
   bool loss_upcast = true;
+  // Ulysses sequence parallelism (sim/sequence_parallel.h): each sequence is split over this
+  // many ranks; from the ds_config's "sequence_parallel_size" (sequence_parallel_size()).
+  int sequence_parallel = 1;
 
   // The --loss name: "liger", "fused", "standard" or "no-upcast".
   const char* loss_name() const {

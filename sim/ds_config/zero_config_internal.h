@@ -122,6 +122,8 @@ std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null
 // The checks on them: what DeepSpeed validates or zplan refuses there. `top` is the whole file
 // when reading, DsConfig::other when validating a config built in code.
 void check_unmodeled_top_keys(const JsonReader& top, Errors& errors);
+// The file's "sequence_parallel_size" (1 without it), checked to divide the `world` GPUs.
+int read_sequence_parallel(const JsonReader& top, int world);
 // communication_data_type other than the training precision: refused (a cross-field check,
 // after the precision is read).
 void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c);

@@ -80,6 +80,32 @@ TEST_CASE("a ds_config with \"stage\": \"auto\" runs the Trainer's ZeRO-2, and s
   CHECK(z3.err.find("planned as ZeRO stage 2") == std::string::npos);
 }
 
+TEST_CASE("a ds_config's sequence_parallel_size is planned as Ulysses and refused as DeepSpeed "
+          "refuses it",
+          "[cli]") {
+  TempFile sp4(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3},
+                   "bf16": {"enabled": true}, "sequence_parallel_size": 4})",
+               "ds.json");
+  // 8 GPUs / sp 4 = 2 data-parallel ranks: 2 x 1 x 2 = 4 samples a step (runtime/config.py).
+  RunResult r = run_zplan("simulate --model tiny-llama --gpus 8 --hw a100 --seq-len 1024 "
+                          "--ds-config " + sp4.path);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("= 4 samples, seq 1024") != std::string::npos);
+  CHECK(r.out.find("Ulysses sequence parallel 4 (256 tokens per GPU)") != std::string::npos);
+  RunResult j = run_zplan("memory --model tiny-llama --gpus 8 --hw a100 --seq-len 1024 --json "
+                          "--ds-config " + sp4.path);
+  CHECK(j.out.find("\"ulysses_sequence_parallel\": 4") != std::string::npos);
+  expect_one_line_error(
+      run_zplan("memory --model tiny-llama --gpus 8 --hw a100 --seq-len 1026 --ds-config " +
+                sp4.path),
+      1, "/sequence_parallel_size: Ulysses sequence parallel size 4 does not divide the 1026");
+  // 6 GPUs are not a multiple of 4.
+  expect_one_line_error(
+      run_zplan("memory --model tiny-llama --gpus 6 --hw a100 --ds-config " + sp4.path), 1,
+      "does not divide the 6 GPUs");
+}
+
 TEST_CASE("numbers are printed in the units they need", "[cli]") {
   // zplan models rounded H100's 79.65 GiB to 80 while other commands print 79.7.
   RunResult models = run_zplan("models");

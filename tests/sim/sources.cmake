@@ -5,6 +5,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/knobs_test.cc
   sim/memory_model_test.cc
   sim/periodic_test.cc
+  sim/sequence_parallel_test.cc
   sim/simulate_test.cc
   sim/step_inputs_test.cc
   sim/swap_buffers_test.cc

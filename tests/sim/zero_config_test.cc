@@ -804,8 +804,8 @@ TEST_CASE("parallelism and compile features zplan does not model are refused", "
   for (int tp : {0, 1}) {
     CHECK(parse(merged(base, {{"tensor_parallel", {{"autotp_size", tp}}}})).zero.stage == 2);
   }
-  CHECK_THAT(error_of(merged(base, {{"sequence_parallel_size", 4}})),
-             Contains("t.json: /sequence_parallel_size: not modelled: Ulysses"));
+  // Ulysses is modelled (tests/sim/sequence_parallel_test.cc): 8 GPUs / sp 4 = 2 data-parallel.
+  CHECK(parse(merged(base, {{"sequence_parallel_size", 4}})).train_batch_size == 2);
   CHECK(parse(merged(base, {{"sequence_parallel_size", 1}})).zero.stage == 2);
   CHECK_THAT(error_of(merged(base, {{"sequence_parallel", {{"enabled", true}, {"size", 4}}}})),
              Contains("t.json: /sequence_parallel: not modelled: sequence parallelism"));
