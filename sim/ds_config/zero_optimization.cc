@@ -272,18 +272,20 @@ constexpr int kAcceleratesAutoStage = 2;
 
 void read_stage(const ZeroReader& zr, const ParseContext& context, const Locator& locator,
                 ZeroConfig& z) {
-  if (context.stage && (*context.stage < 0 || *context.stage > 3)) {
-    throw InputError("--stage",
-                     "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*context.stage));
+  if (context.stage) {
+    if (std::optional<std::string> problem = stage_range_problem(*context.stage)) {
+      throw InputError("--stage", *problem);
+    }
   }
   if (zr.r.is_auto("stage")) {
     z.stage = context.stage.value_or(kAcceleratesAutoStage);
     if (!context.stage && context.notes != nullptr) {
       context.notes->push_back(
           locator.at(kZ + "stage") +
-          " is \"auto\": planned as ZeRO stage 2, which the Hugging Face Trainer fills in "
-          "(Accelerate's zero_stage, ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2); DeepSpeed "
-          "launched without the Trainer would run stage 0; --stage N plans another");
+          " is \"auto\": planned as ZeRO stage " + std::to_string(kAcceleratesAutoStage) +
+          ", which the Hugging Face Trainer fills in (Accelerate's zero_stage, "
+          "ACCELERATE_DEEPSPEED_ZERO_STAGE, default " + std::to_string(kAcceleratesAutoStage) +
+          "); DeepSpeed launched without the Trainer would run stage 0; --stage N plans another");
     }
     return;
   }
@@ -292,8 +294,8 @@ void read_stage(const ZeroReader& zr, const ParseContext& context, const Locator
                                "\"stage\": \"auto\" (edit the file to plan another)");
   }
   if (std::optional<int64_t> v = zr.b.integer(zr.key("stage"))) {
-    if (*v < 0 || *v > 3) {
-      zr.r.fail(zr.key("stage"), "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(*v));
+    if (std::optional<std::string> problem = stage_range_problem(*v)) {
+      zr.r.fail(zr.key("stage"), *problem);
     }
     z.stage = static_cast<int>(*v);
   }

@@ -3,6 +3,7 @@
 // ZeRO optimizers' set-up asserts), and the features zplan refuses rather than predict wrongly;
 // zero_optimization.cc reads the block. Sources: reference/deepspeed_internals.md §1.1.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "base/input_error.h"
@@ -20,9 +21,14 @@ bool json_true(const json& object, const char* key) {
   return it != object.end() && it->is_boolean() && it->get<bool>();
 }
 
+std::optional<std::string> stage_range_problem(int64_t stage) {
+  if (stage >= 0 && stage <= 3) return std::nullopt;
+  return "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage);
+}
+
 void check_stage(int stage, const Locator& loc) {
-  if (stage < 0 || stage > 3) {
-    loc.fail(kZ + "stage", "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage));
+  if (std::optional<std::string> problem = stage_range_problem(stage)) {
+    loc.fail(kZ + "stage", *problem);
   }
 }
 
