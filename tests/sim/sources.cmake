@@ -12,6 +12,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/workload_test.cc
   sim/zero_config_batch_test.cc
   sim/zero_config_test.cc
+  sim/zero_config_trainer_test.cc
   sim/zero_config_write_test.cc
   sim/zeropp_mics_test.cc
 )
