@@ -56,7 +56,9 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
       recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch) / sp;
     }
   }
-  hardware_flops_ = model_flops_ + recomputed;
+  // The hardware FLOPs count what the rank runs: with AutoTP, the replicated LM head whole.
+  const double run = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
+  hardware_flops_ = model_flops_ + 3 * (run - fwd) + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
   for (const models::Layer& layer : model.layers()) {

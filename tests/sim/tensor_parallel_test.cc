@@ -1,6 +1,8 @@
 // AutoTP training (issue 16 item 3, docs/cost_model.md "AutoTP tensor parallelism"): the
 // tensor_parallel block in the batch keys, the refusals, ZeRO over the data-parallel group, the
 // all-reduces of the split linears, and the verdict AutoTP can flip.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "base/input_error.h"
@@ -62,8 +64,10 @@ TEST_CASE("autotp_size shrinks the data-parallel ranks the batch keys count", "[
       "t.json", ctx);
   CHECK(world.train_batch_size == 12);
   CHECK(autotp_overlap_comm(world));
-  REQUIRE(notes.size() == 1);
-  CHECK_THAT(notes[0], Contains("train_batch_size 48 counts all 8 GPUs"));
+  CAPTURE(notes);
+  CHECK(std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
+          return n.find("train_batch_size 48 counts all 8 GPUs") != std::string::npos;
+        }) == 1);
   // The same 12, counted over the 2 data-parallel ranks (DeepSpeed with an mpu), reads alike;
   // the writer gives DeepSpeed's count over every GPU, which reads back the same.
   CHECK(config(R"({"train_batch_size": 12, "train_micro_batch_size_per_gpu": 2,
@@ -131,11 +135,11 @@ struct Tp4 {
   hardware::Cluster cluster = testing::ideal_cluster(8);
 
   DsConfig ds(int stage, bool checkpointing = false) const {
+    // An activation_checkpointing block turns checkpointing on (DsConfig).
     return config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
-                      "tensor_parallel": {"autotp_size": 4},
-                      "activation_checkpointing": {"enabled": )" +
-                      std::string(checkpointing ? "true" : "false") +
-                      R"(}, "zero_optimization": {"stage": )" + std::to_string(stage) + "}}",
+                      "tensor_parallel": {"autotp_size": 4}, )" +
+                      std::string(checkpointing ? R"("activation_checkpointing": {}, )" : "") +
+                      R"("zero_optimization": {"stage": )" + std::to_string(stage) + "}}",
                   8, 4096);
   }
 };
