@@ -108,7 +108,7 @@ int run_memory(const MemoryOptions& o) {
   const bool single = !o.setup.ds_config.empty() || any_zero_flag(o.setup);
   if (single) {
     sim::MemoryReport r =
-        sim::analyze_memory(setup.model, setup.cluster, setup.config, setup.workload);
+        sim::analyze_memory(setup.rank_model(), setup.cluster, setup.config, setup.workload);
     if (o.json) {
       nlohmann::json j = setup_to_json(setup);
       j["memory"] = memory_report_to_json(r);
@@ -127,7 +127,8 @@ int run_memory(const MemoryOptions& o) {
     j.erase("ds_config");
     nlohmann::json rows = nlohmann::json::array();
     for (const sim::DsConfig& c : configs) {
-      sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, c, setup.workload);
+      sim::MemoryReport r =
+          sim::analyze_memory(setup.rank_model(), setup.cluster, c, setup.workload);
       rows.push_back(
           {{"ds_config", sim::ds_config_to_json(c)}, {"memory", memory_report_to_json(r)}});
     }
@@ -142,7 +143,8 @@ int run_memory(const MemoryOptions& o) {
            "host GiB/node", "NVMe GiB/node", "fits"},
           {true, false, false, true, false, false, true, true, false});
   for (const sim::DsConfig& c : configs) {
-    sim::MemoryReport r = sim::analyze_memory(setup.model, setup.cluster, c, setup.workload);
+    sim::MemoryReport r =
+        sim::analyze_memory(setup.rank_model(), setup.cluster, c, setup.workload);
     const auto& g = r[sim::Tier::kGpu];
     sim::Category dom = g.at_peak.dominant();
     const sim::MemoryFit fit = r.fit();

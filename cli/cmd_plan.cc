@@ -198,14 +198,46 @@ int run_plan(const PlanCliOptions& o) {
   } else if (o.out_format != "deepspeed") {
     throw InputError("--out-format", "must be deepspeed or hf, got \"" + o.out_format + "\"");
   }
-  const planner::Problem& p = rs.problem;
   planner::PlanOptions po;
   po.ds_config_format = format;
   po.eval.threads = o.search.threads;
   po.eval.progress = progress_bar();
   po.offload_margin = o.offload_margin;
   po.ds_config_file = o.out;
+  // AutoTP is the user's choice: with several sizes (--autotp 1,2,4) each is planned as a
+  // problem of its own -- the model one GPU's shard, ZeRO over the GPUs / tp, the same global
+  // batch -- and the fastest recommendation wins; the sizes' outcomes are its first note.
+  planner::Problem p = autotp_problem(rs.problem, rs.autotp_sizes.front());
   planner::PlanResult r = planner::plan(p, rs.knobs, rs.batch, po);
+  if (rs.autotp_sizes.size() > 1) {
+    std::vector<std::string> outcomes;
+    for (size_t k = 0; k < rs.autotp_sizes.size(); ++k) {
+      const int tp = rs.autotp_sizes[k];
+      planner::Problem pk = k == 0 ? p : autotp_problem(rs.problem, tp);
+      planner::PlanResult rk = k == 0 ? r : planner::plan(pk, rs.knobs, rs.batch, po);
+      if (rk.recommended) {
+        const planner::Evaluation& e = rk.search.evals[*rk.recommended];
+        outcomes.push_back(strformat("AutoTP %d: %.0f tokens/s (%s)", tp, e.tokens_per_s,
+                                     planner::short_description(
+                                         rk.search.candidates[*rk.recommended])
+                                         .c_str()));
+        const bool faster =
+            !r.recommended || e.tokens_per_s > r.search.evals[*r.recommended].tokens_per_s;
+        if (k > 0 && faster) {
+          p = std::move(pk);
+          r = std::move(rk);
+        }
+      } else {
+        outcomes.push_back(strformat("AutoTP %d: nothing fits", tp));
+      }
+    }
+    std::string why = "AutoTP sizes tried: ";
+    for (size_t k = 0; k < outcomes.size(); ++k) why += (k > 0 ? "; " : "") + outcomes[k];
+    if (r.recommended) {
+      why += strformat(" -> AutoTP %d is the fastest that fits", p.workload.tensor_parallel);
+    }
+    r.notes.insert(r.notes.begin(), why);
+  }
   const planner::SearchResult& s = r.search;
   print_notes(s.space.notes);
 
@@ -220,11 +252,19 @@ int run_plan(const PlanCliOptions& o) {
     sim::validate_ds_config(config, p.cluster.gpus, "recommended ds_config");
     ds_json_text = sim::ds_config_to_json(config).dump(2) + "\n";
     write_file_atomically(o.out, ds_json_text, o.search.force);
+    // With AutoTP the file counts every GPU (sim::ds_config_to_json), as DeepSpeed does without
+    // an mpu; a step trains 1/tp of that.
+    const int tp = p.workload.tensor_parallel;
     written = o.out + " (" + planner::family_name(c) +
-              strformat(", train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs)",
-                        static_cast<long long>(config.train_batch_size),
+              strformat(", train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs",
+                        static_cast<long long>(config.train_batch_size * tp),
                         static_cast<long long>(config.micro_batch),
                         static_cast<long long>(config.gradient_accumulation_steps), p.cluster.gpus);
+    if (tp > 1) {
+      written += strformat(", AutoTP %d: %lld samples per step", tp,
+                           static_cast<long long>(config.train_batch_size));
+    }
+    written += ")";
   }
   if (!o.search.report.empty()) {
     planner::StepTimeline timeline;

@@ -195,10 +195,10 @@ int run_simulate(const SimulateCliOptions& o) {
   so.every_micro_step = o.every_micro_step;
   std::unique_ptr<sim::TraceWriter> trace;
   if (!o.trace.empty()) {
-    trace = std::make_unique<sim::TraceWriter>(s.model);
+    trace = std::make_unique<sim::TraceWriter>(s.rank_model());
     so.trace = trace.get();
   }
-  sim::StepResult r = sim::simulate_step(s.model, s.cluster, s.config, s.workload, so);
+  sim::StepResult r = sim::simulate_step(s.rank_model(), s.cluster, s.config, s.workload, so);
   if (trace) write_file_atomically(o.trace, trace->json(), o.force);
   if (o.json) {
     nlohmann::json j = setup_to_json(s);

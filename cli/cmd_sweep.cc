@@ -180,7 +180,10 @@ int run_sweep(const SweepCliOptions& o) {
     throw InputError("--top", "must be 0 (every row) or more, got " + std::to_string(o.top));
   if (!o.search.report.empty()) check_output_file(o.search.report, o.search.force);
   ResolvedSearch rs = resolve_search(o.search);
-  const planner::Problem& p = rs.problem;
+  if (rs.autotp_sizes.size() > 1) {
+    throw InputError("--autotp", "sweep takes one AutoTP size; plan compares several");
+  }
+  const planner::Problem p = autotp_problem(rs.problem, rs.autotp_sizes.front());
   planner::EvalOptions eo;
   eo.threads = o.search.threads;
   eo.prune = !o.no_prune;

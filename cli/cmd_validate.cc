@@ -117,6 +117,13 @@ int run_validate(ValidateCliOptions o) {
                      "validate runs the reference executor, which does not split sequences; "
                      "predict Ulysses sequence parallelism with simulate or memory");
   }
+  if (s.workload.tensor_parallel > 1) {
+    throw InputError(o.setup.ds_config.empty()
+                         ? std::string("--autotp")
+                         : json_location(o.setup.ds_config, "/tensor_parallel/autotp_size"),
+                     "validate runs the reference executor, which does not split layers; "
+                     "predict AutoTP with simulate, memory or plan");
+  }
   if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
     throw InputError("--device cuda", "--hw " + o.setup.hw +
                                           " describes a CPU; give the GPU's profile (a stock one "

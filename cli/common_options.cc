@@ -9,6 +9,8 @@
 #include "base/input_error.h"
 #include "sim/knobs.h"
 #include "sim/sequence_parallel.h"
+#include "sim/tensor_parallel.h"
+#include "models/tensor_parallel.h"
 #include "sim/zeropp_mics.h"
 #include "sim/swap_buffers.h"
 
@@ -69,6 +71,9 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--sub-group-size", o.sub_group_size,
                  "sub_group_size (elements; with --ds-config, replaces the file's)");
   app.add_option("--overlap-comm", o.overlap_comm, "overlap_comm: true or false");
+  app.add_option("--autotp", o.autotp,
+                 "tensor_parallel.autotp_size: AutoTP training, each layer's weights split over "
+                 "this many GPUs of a node, ZeRO over the GPUs / it (default: 1, off)");
   app.add_option("--nvme-path", o.nvme_path,
                  "nvme_path of NVMe offload (a setting of the config: nothing is written there)")
       ->capture_default_str();
@@ -78,7 +83,7 @@ bool any_zero_flag(const SetupOptions& o) {
   return o.stage || !o.offload_optimizer.empty() || !o.offload_param.empty() ||
          o.reduce_bucket_size || o.allgather_bucket_size || o.prefetch_bucket_size ||
          o.max_live_parameters || o.param_persistence_threshold || o.sub_group_size ||
-         o.overlap_comm;
+         o.overlap_comm || o.autotp;
 }
 
 sim::Precision parse_precision(const std::string& text, const std::string& flag) {
@@ -282,6 +287,17 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   }
   if (z.offload_param.device == sim::OffloadDevice::kNvme) z.offload_param.nvme_path = o.nvme_path;
   apply_checkpointing(parse_checkpointing(o.checkpointing).value_or(0), c.activation_checkpointing);
+  if (o.autotp) {
+    if (*o.autotp < 1) {
+      throw InputError("--autotp", "must be a positive integer, got " + std::to_string(*o.autotp));
+    }
+    if (context.dp_world_size % *o.autotp != 0) {
+      throw InputError("--autotp", "AutoTP size " + std::to_string(*o.autotp) +
+                                       " does not divide the " +
+                                       std::to_string(context.dp_world_size) + " GPUs");
+    }
+    if (*o.autotp > 1) c.other["tensor_parallel"] = {{"autotp_size", *o.autotp}};
+  }
   // Batch keys come from the context (the flags); with none given, DeepSpeed's rule applies.
   sim::ParseContext flags = context;
   if (!flags.micro_batch && !flags.train_batch_size) flags.micro_batch = 1;
@@ -354,10 +370,22 @@ Setup resolve_setup(const SetupOptions& o) {
     }
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
-  check_param_swap_buffers(o, model, cluster.gpus, config, notes);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);
   workload.sequence_parallel = sim::sequence_parallel_size(config);
   sim::check_sequence_parallel(model, workload, cluster, o.ds_config);
+  // AutoTP: the simulator runs one GPU's shard of the model, ZeRO over the GPUs / tp.
+  workload.tensor_parallel = sim::autotp_size(config);
+  workload.tp_overlap_comm = sim::autotp_overlap_comm(config);
+  sim::check_tensor_parallel(model, config, workload, cluster,
+                             o.ds_config.empty()
+                                 ? std::string("--autotp")
+                                 : json_location(o.ds_config, "/tensor_parallel/autotp_size"));
+  std::optional<models::Model> shard;
+  if (workload.tensor_parallel > 1) {
+    shard = models::tensor_parallel_shard(model, workload.tensor_parallel);
+  }
+  check_param_swap_buffers(o, shard ? *shard : model, sim::data_parallel_ranks(cluster, workload),
+                           config, notes);
   if (std::string note = sim::zeropp_mics_note(config.zero, cluster); !note.empty()) {
     notes.push_back(note);
   }
@@ -365,7 +393,8 @@ Setup resolve_setup(const SetupOptions& o) {
     check_precision_runs(config.precision, cluster.profile.gpu,
                          json_location(o.ds_config, "/bf16"));
   }
-  return Setup{std::move(model), std::move(cluster), std::move(config), workload, std::move(notes)};
+  return Setup{std::move(model), std::move(cluster), std::move(config),
+               workload,         std::move(notes),   std::move(shard)};
 }
 
 void print_notes(const std::vector<std::string>& notes) {

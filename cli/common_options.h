@@ -61,6 +61,8 @@ struct SetupOptions {
   std::optional<std::string> param_persistence_threshold;
   std::optional<std::string> sub_group_size;
   std::optional<bool> overlap_comm;
+  // --autotp: tensor_parallel.autotp_size (AutoTP training, sim/tensor_parallel.h).
+  std::optional<int> autotp;
   std::string nvme_path = "/local_nvme";
 };
 
@@ -74,12 +76,17 @@ void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
 bool any_zero_flag(const SetupOptions& options);
 
 struct Setup {
-  models::Model model;
+  models::Model model;  // the whole model (what the output describes)
   hardware::Cluster cluster;
   sim::DsConfig config;
   sim::Workload workload;
   // Remarks for stderr ("--reduce-bucket has no effect at stage 0"), one line each.
   std::vector<std::string> notes;
+  // With AutoTP (workload.tensor_parallel > 1): what one GPU holds and runs of `model`
+  // (models::tensor_parallel_shard), which the simulator is given.
+  std::optional<models::Model> shard;
+
+  const models::Model& rank_model() const { return shard ? *shard : model; }
 };
 
 // Loads model and profile, builds the cluster and the ds_config (from --ds-config, or from the

@@ -10,6 +10,7 @@
 #include "planner/search_space.h"
 #include "planner/text.h"
 #include "sim/knobs.h"
+#include "sim/tensor_parallel.h"
 
 namespace zplan::cli {
 
@@ -50,8 +51,9 @@ std::string describe_run(const models::Model& model, const hardware::Cluster& cl
     active += ", " + params_text(static_cast<double>(model.trainable_params())) + " trainable: " +
               models::describe_finetune(model.finetune());
   }
+  // AutoTP: the whole model's parameters (the planner's model is one GPU's shard).
   return strformat("%s (%s params%s) on %d x %s (%d node%s)", model.name().c_str(),
-                   params_text(static_cast<double>(model.num_params())).c_str(), active.c_str(),
+                   params_text(static_cast<double>(model.whole_params())).c_str(), active.c_str(),
                    cluster.gpus, cluster.profile.gpu.name.c_str(), cluster.nodes,
                    cluster.nodes == 1 ? "" : "s");
 }
@@ -145,6 +147,14 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
     s += strformat(", Ulysses sequence parallel %d (%lld tokens per GPU)", w.sequence_parallel,
                    static_cast<long long>(w.seq_len / w.sequence_parallel));
   }
+  if (w.tensor_parallel > 1) {
+    // The samples above are the data-parallel ranks' (each tensor-parallel group shares its
+    // samples): micro-batch x gas x the GPUs / tp.
+    const long long dp = static_cast<long long>(
+        c.train_batch_size / (c.micro_batch * c.gradient_accumulation_steps));
+    s += strformat(", AutoTP %d (ZeRO over %lld data-parallel rank%s%s)", w.tensor_parallel, dp,
+                   dp == 1 ? "" : "s", w.tp_overlap_comm ? ", tp_overlap_comm" : "");
+  }
   return s;
 }
 
@@ -155,6 +165,7 @@ nlohmann::json setup_to_json(const Setup& setup) {
     j["model"]["active_params"] = setup.model.active_params();
   }
   add_finetune_json(setup.model, j["model"]);
+  if (setup.shard) j["model"]["params_per_gpu"] = setup.shard->num_params();
   j["cluster"] = {{"hardware", setup.cluster.profile.name},
                   {"gpu", setup.cluster.profile.gpu.name},
                   {"gpus", setup.cluster.gpus},
@@ -164,6 +175,12 @@ nlohmann::json setup_to_json(const Setup& setup) {
                    {"loss", setup.workload.loss_name()}};
   if (setup.workload.sequence_parallel > 1) {
     j["workload"]["ulysses_sequence_parallel"] = setup.workload.sequence_parallel;
+  }
+  if (setup.workload.tensor_parallel > 1) {
+    j["workload"]["autotp"] = {
+        {"size", setup.workload.tensor_parallel},
+        {"data_parallel", sim::data_parallel_ranks(setup.cluster, setup.workload)},
+        {"tp_overlap_comm", setup.workload.tp_overlap_comm}};
   }
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;

@@ -8,7 +8,9 @@
 #include "base/text.h"
 #include "cli/describe.h"
 #include "base/input_error.h"
+#include "models/tensor_parallel.h"
 #include "planner/text.h"
+#include "sim/tensor_parallel.h"
 
 namespace zplan::cli {
 
@@ -50,6 +52,9 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
                  "NAME=LIST for any knob by its ds_config name, e.g. "
                  "--knob stage3_max_live_parameters=1e8,1e9 (repeatable)")
       ->take_all();
+  app.add_option("--autotp", o.autotp,
+                 "AutoTP sizes to compare (tensor_parallel.autotp_size), e.g. 1,2,4: each "
+                 "layer's weights split over that many GPUs of a node (default: 1, off)");
   app.add_option("--headroom", o.headroom,
                  "fraction of GPU, host and NVMe capacity a config must leave free")
       ->capture_default_str();
@@ -86,10 +91,36 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
     if (o.knob_given[i]) r.knobs.set_from_text(static_cast<Knob>(i), o.knob_text[i]);
   }
   for (const std::string& a : o.knob_assignments) r.knobs.set_from_assignment(a, "--knob");
+  if (!o.autotp.empty()) {
+    r.autotp_sizes.clear();
+    for (int64_t v : sim::parse_knob_values(Knob::kMicroBatch, o.autotp, "--autotp")) {
+      if (v > r.problem.cluster.gpus) {
+        throw InputError("--autotp", std::to_string(v) + " is more than the " +
+                                         std::to_string(r.problem.cluster.gpus) + " GPUs");
+      }
+      r.autotp_sizes.push_back(static_cast<int>(v));
+    }
+    // Each size's model and cluster checks, before any search.
+    for (int tp : r.autotp_sizes) autotp_problem(r.problem, tp);
+  }
   r.batch.global_batch = o.setup.global_batch;
   r.batch.global_batch_tokens = o.global_batch_tokens;
   r.batch.gradient_accumulation = o.setup.gradient_accumulation;
   return r;
+}
+
+planner::Problem autotp_problem(const planner::Problem& problem, int tp) {
+  if (tp == 1) return problem;
+  planner::Problem p = problem;
+  p.workload.tensor_parallel = tp;
+  sim::DsConfig plain;  // no ZeRO++ or MiCS: the planner tries those only without AutoTP
+  sim::check_tensor_parallel(problem.model, plain, p.workload, problem.cluster, "--autotp");
+  if (problem.cluster.gpus % tp != 0) {
+    throw InputError("--autotp", "AutoTP size " + std::to_string(tp) + " does not divide the " +
+                                     std::to_string(problem.cluster.gpus) + " GPUs");
+  }
+  p.model = models::tensor_parallel_shard(problem.model, tp);
+  return p;
 }
 
 std::function<void(size_t, size_t)> progress_bar() {
@@ -119,11 +150,18 @@ bool same_file(const std::string& a, const std::string& b) {
 
 std::string describe_search_batch(const planner::Problem& p, const planner::SearchResult& s) {
   const auto& b = s.space.batch;
-  return strformat("%s, seq %lld, global batch %lld samples (%s tokens; %s) = %lld per GPU",
-                   sim::precision_name(p.precision), static_cast<long long>(p.workload.seq_len),
-                   static_cast<long long>(b.global_batch),
-                   planner::si(static_cast<double>(b.global_batch * p.workload.seq_len)).c_str(),
-                   b.origin.c_str(), static_cast<long long>(b.per_gpu));
+  std::string text =
+      strformat("%s, seq %lld, global batch %lld samples (%s tokens; %s) = %lld per GPU",
+                sim::precision_name(p.precision), static_cast<long long>(p.workload.seq_len),
+                static_cast<long long>(b.global_batch),
+                planner::si(static_cast<double>(b.global_batch * p.workload.seq_len)).c_str(),
+                b.origin.c_str(), static_cast<long long>(b.per_gpu));
+  if (p.workload.tensor_parallel > 1) {
+    // Each tensor-parallel group trains the same samples: "per GPU" is per data-parallel rank.
+    text += strformat(" of %d data-parallel ranks, AutoTP %d",
+                      sim::data_parallel_ranks(p.cluster, p.workload), p.workload.tensor_parallel);
+  }
+  return text;
 }
 
 std::string describe_search_stats(const planner::Problem& p, const planner::SearchResult& s) {
@@ -145,8 +183,9 @@ void add_performance_json(const planner::Evaluation& e, nlohmann::json* j) {
 
 nlohmann::json search_json(const planner::Problem& p, const planner::SearchResult& s) {
   nlohmann::json j;
-  j["model"] = {{"name", p.model.name()}, {"params", p.model.num_params()}};
+  j["model"] = {{"name", p.model.name()}, {"params", p.model.whole_params()}};
   add_finetune_json(p.model, j["model"]);
+  if (p.workload.tensor_parallel > 1) j["model"]["params_per_gpu"] = p.model.num_params();
   j["cluster"] = {{"hardware", p.cluster.profile.name},
                   {"gpu", p.cluster.profile.gpu.name},
                   {"gpus", p.cluster.gpus},
@@ -155,6 +194,11 @@ nlohmann::json search_json(const planner::Problem& p, const planner::SearchResul
                    {"attention", sim::attention_name(p.workload.attention)},
                    {"loss", p.workload.loss_name()},
                    {"precision", sim::precision_name(p.precision)}};
+  if (p.workload.tensor_parallel > 1) {
+    j["workload"]["autotp"] = {
+        {"size", p.workload.tensor_parallel},
+        {"data_parallel", sim::data_parallel_ranks(p.cluster, p.workload)}};
+  }
   j["batch"] = {{"global_batch", s.space.batch.global_batch},
                 {"per_gpu", s.space.batch.per_gpu},
                 {"origin", s.space.batch.origin}};

@@ -27,6 +27,7 @@ struct SearchCliOptions {
   std::array<std::string, sim::kNumKnobs> knob_text;
   std::array<bool, sim::kNumKnobs> knob_given{};  // filled by capture_given()
   std::vector<std::string> knob_assignments;          // --knob NAME=LIST
+  std::string autotp;  // --autotp LIST: AutoTP sizes to compare (empty: 1, off)
   double headroom = planner::kDefaultHeadroom;
   int threads = 0;
   std::string report;
@@ -41,10 +42,16 @@ void add_search_options(CLI::App& app, SearchCliOptions& options);
 void capture_given(const CLI::App& app, SearchCliOptions& options);
 
 struct ResolvedSearch {
-  planner::Problem problem;
+  planner::Problem problem;  // the whole model, AutoTP off
   sim::KnobRequest knobs;
   planner::BatchRequest batch;
+  std::vector<int> autotp_sizes = {1};  // --autotp, in the order given
 };
+
+// `problem` as it is planned with AutoTP of size `tp` (sim/tensor_parallel.h): its model one
+// GPU's shard, its workload's tensor_parallel `tp`. Throws InputError naming --autotp when the
+// model or the cluster cannot be split so. `problem` itself for tp 1.
+planner::Problem autotp_problem(const planner::Problem& problem, int tp);
 
 // Loads the model and profile and parses every knob list. Throws InputError naming the flag.
 ResolvedSearch resolve_search(const SearchCliOptions& options);

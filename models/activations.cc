@@ -218,15 +218,17 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
   const bool attention_dropout = m.dropout && m.attention_dropout;
 
-  // a*s*s*b elements; with Ulysses, (a/sp) heads over the full sp*s tokens.
-  const double scores = a * s * tokens * static_cast<double>(options.sequence_parallel);
+  // a*s*s*b elements; with Ulysses, (a/sp) heads over the full sp*s tokens; with AutoTP, the
+  // rank's a/tp heads.
+  const double t = tensor_parallel_;
+  const double scores = a / t * s * tokens * static_cast<double>(options.sequence_parallel);
   double attention_bytes = 0;
   double attention_grad_bytes = 0;
   double qkv_elements = q_width + k_width + v_width;
   if (options.flash_attention) {
-    attention_bytes = 4 * a * tokens;
+    attention_bytes = 4 * a / t * tokens;
     // Estimate: flash-attention 2's backward accumulates dQ in fp32 (4*T*A).
-    attention_grad_bytes = 4 * tokens * q_width;
+    attention_grad_bytes = 4 * tokens * q_width / t;
   } else if (m.family == Family::kLlama) {
     // Hugging Face eager attention of the Llama family (llama, mistral, qwen2:
     // eager_attention_forward in models/llama/modeling_llama.py) saves for backward:
@@ -257,16 +259,24 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   // LoRA adapter adds its lora_A output (rank r), which lora_B saves (Layer::adapter_elements).
   // (A mixture of experts' router and shared expert read the MLP input; the routed experts read
   // their dispatched copies, which the experts' estimate keeps.)
-  double unsaved = 0;
+  // AutoTP (models/tensor_parallel.h; Korthikanti et al. 2022 §4.2.1, tensor parallelism
+  // without sequence parallelism): the tensors between a column-split and a row-split linear --
+  // Q, K, V, the attention output, q/k norm inputs, the MLP's inner tensors -- are 1/tp on each
+  // rank; the norm inputs, the GEMM inputs (norm outputs), the dropout masks and the block's
+  // input and output gradients are whole. Their s*b*h*(10 + 24/t + 5as/(ht)) for a GPT block.
+  double unsaved = 0;        // of the whole tensors
+  double unsaved_split = 0;  // of the split ones
   const bool two_inputs = gemm_inputs == 2 * h;  // separate attention and MLP inputs
   if (layer.unsaved.attention_in && (two_inputs || layer.unsaved.mlp_in)) unsaved += h;
   if (layer.unsaved.mlp_in && two_inputs) unsaved += h;
-  if (layer.unsaved.out_in && !options.flash_attention) unsaved += out_width;
+  if (layer.unsaved.out_in && !options.flash_attention) unsaved_split += out_width;
   if (layer.unsaved.down_in && !layer.moe_block && m.activation != Activation::kRelu) {
-    unsaved += f;
+    unsaved_split += f;
   }
-  const double elements = norm_inputs + gemm_inputs + qkv_elements + out_width +
-                          attention_extra + mlp_elements - unsaved + layer.adapter_elements;
+  const double split_elements =
+      (qkv_elements + out_width + attention_extra + mlp_elements - unsaved_split) / t;
+  const double elements = norm_inputs + gemm_inputs + split_elements - unsaved +
+                          layer.adapter_elements;
   out.stored_bytes =
       dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
   // Full recompute keeps the block input only (reference §6).
@@ -274,7 +284,7 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   // Estimate: the gradient entering and the one leaving the block, plus the largest set of
   // intermediate gradients alive at once (the MLP's or the attention's).
   out.workspace_bytes =
-      2 * dt * tokens * h + std::max(dt * tokens * mlp_grad_elements, attention_grad_bytes);
+      2 * dt * tokens * h + std::max(dt * tokens * mlp_grad_elements / t, attention_grad_bytes);
   return out;
 }
 

@@ -80,8 +80,10 @@ int64_t Layer::numel() const {
 // total_params counts each tensor once (a dict keyed by data_ptr), largest_layer_params is the
 // largest sum of one module's own parameters over model.modules() -- which visits a tied LM head
 // too, so the shared matrix is that module's direct parameter as well.
-Model::Model(ModelShape shape, std::vector<Layer> layers)
-    : shape_(std::move(shape)), layers_(std::move(layers)) {
+Model::Model(ModelShape shape, std::vector<Layer> layers, int tensor_parallel,
+             int64_t whole_params)
+    : shape_(std::move(shape)), layers_(std::move(layers)), tensor_parallel_(tensor_parallel) {
+  assert(tensor_parallel_ >= 1);
   for (const Layer& layer : layers_) {
     num_params_ += layer.numel();
     trainable_params_ += layer.trainable_numel();
@@ -93,6 +95,7 @@ Model::Model(ModelShape shape, std::vector<Layer> layers)
       }
     }
   }
+  whole_params_ = whole_params > 0 ? whole_params : num_params_;
   // A token visits experts_per_token of the routed experts of each MoE block; the others'
   // gate/up/down matrices (3 * h * expert_ffn each, no biases) are not active for it.
   active_params_ = num_params_;
@@ -135,6 +138,21 @@ double Model::forward_flops(int64_t seq, int64_t batch) const {
   double flops = 0;
   for (size_t i = 0; i < layers_.size(); ++i) flops += layer_forward_flops(i, seq, batch);
   return flops;
+}
+
+double Model::forward_flops_share(int64_t seq, int64_t batch) const {
+  const double flops = forward_flops(seq, batch);
+  if (tensor_parallel_ == 1) return flops;
+  const double tokens = static_cast<double>(seq) * static_cast<double>(batch);
+  double replicated = 0;
+  for (const Layer& layer : layers_) {
+    for (const ComputeOp& op : layer.ops) {
+      if (op.kind != OpKind::kGemm || op.tp != TpSplit::kReplicated) continue;
+      replicated += 2.0 * tokens * op.token_factor * static_cast<double>(op.n) *
+                    static_cast<double>(op.k);
+    }
+  }
+  return flops - replicated * (1.0 - 1.0 / tensor_parallel_);
 }
 
 }  // namespace zplan::models

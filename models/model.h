@@ -142,6 +142,19 @@ enum class OpKind {
   kMemoryBound,  // norms, activations, softmax, embedding lookup: HBM traffic only
 };
 
+// How AutoTP training lays an operation (and the module it reads) out over the ranks of a
+// tensor-parallel group (models/tensor_parallel.h; DeepSpeed 0.19.5 module_inject/layers.py).
+enum class TpSplit : uint8_t {
+  kReplicated,  // every rank holds and runs it whole: embeddings, norms, residual adds, dropout,
+                // the LM head, everything outside a block's attention and MLP
+  kColumn,      // a Linear split by output features (LinearLayer): weight and bias 1/tp; the
+                // backward all-reduces its input gradient (ColumnParallel.backward)
+  kRow,         // a Linear split by input features (LinearAllreduce): weight 1/tp, bias whole;
+                // the forward all-reduces its output (RowParallel.forward)
+  kSplit,       // work on split activations: attention over heads/tp, rotary, the MLP's
+                // activation function, q/k norms per head -- 1/tp of it on each rank
+};
+
 // One forward compute operation of a layer.
 struct ComputeOp {
   std::string name;
@@ -158,6 +171,7 @@ struct ComputeOp {
   // kGemm: the weight does not require grad (a frozen linear, models/finetune.h), so backward
   // computes only the input gradient dX = dY W^T: 1x the forward FLOPs instead of 2x.
   bool frozen_weight = false;
+  TpSplit tp = TpSplit::kReplicated;  // its layout under AutoTP
 };
 
 enum class LayerKind { kEmbedding, kBlock, kFinalNorm, kLmHead, kLinear };
@@ -226,7 +240,11 @@ struct LayerActivations {
 
 class Model {
  public:
-  Model(ModelShape shape, std::vector<Layer> layers);
+  // `tensor_parallel` > 1: `layers` are what one rank of an AutoTP group of that size holds and
+  // runs (tensor_parallel_shard builds them, giving the whole model's parameter count); the
+  // shape stays the whole model's.
+  Model(ModelShape shape, std::vector<Layer> layers, int tensor_parallel = 1,
+        int64_t whole_params = 0);
 
   const ModelShape& shape() const { return shape_; }
   const std::string& name() const { return shape_.name; }
@@ -249,10 +267,19 @@ class Model {
   int64_t largest_param_numel() const { return largest_param_numel_; }
   // Number of parameter tensors (tied ones once).
   int64_t num_param_tensors() const { return num_param_tensors_; }
+  // The AutoTP group size this model is one rank's shard of (models/tensor_parallel.h); 1 for
+  // a whole model. Parameter counts, FLOPs and activations above and below are per rank.
+  int tensor_parallel() const { return tensor_parallel_; }
+  // The whole model's num_params: num_params() itself unless this is a tensor-parallel shard.
+  int64_t whole_params() const { return whole_params_; }
 
   // Forward FLOPs of one layer, and of the whole model, for `batch` sequences of `seq` tokens.
   double layer_forward_flops(size_t layer, int64_t seq, int64_t batch) const;
   double forward_flops(int64_t seq, int64_t batch) const;
+  // This rank's share of the whole model's forward FLOPs (what MFU counts): forward_flops, less
+  // (1 - 1/tp) of the GEMMs every rank of a tensor-parallel group runs whole (TpSplit::
+  // kReplicated, the LM head). forward_flops itself at tensor_parallel 1.
+  double forward_flops_share(int64_t seq, int64_t batch) const;
 
   LayerActivations layer_activations(size_t layer, int64_t seq, int64_t batch,
                                      const ActivationOptions& options) const;
@@ -267,6 +294,8 @@ class Model {
   int64_t largest_module_params_ = 0;
   int64_t largest_param_numel_ = 0;
   int64_t num_param_tensors_ = 0;
+  int tensor_parallel_ = 1;
+  int64_t whole_params_ = 0;
 };
 
 // Builds the layers of a model from its shape. Throws InputError (naming `where`) when the shape

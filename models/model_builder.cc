@@ -149,12 +149,15 @@ class LayerBuilder {
   }
 
   // nn.Linear(in, out): weight out x in (GPT-2's Conv1D stores it transposed, same count), and
-  // a GEMM with n = out, k = in.
-  int linear(const std::string& name, int64_t in, int64_t out, bool bias) {
+  // a GEMM with n = out, k = in. The weight is the module's first parameter, the bias its second
+  // (tensor_parallel_shard splits them by `tp`).
+  int linear(const std::string& name, int64_t in, int64_t out, bool bias,
+             TpSplit tp = TpSplit::kReplicated) {
     Module m{name, {{name + ".weight", out * in}}, ""};
     if (bias) m.params.push_back({name + ".bias", out});
     int index = add_module(std::move(m));
     gemm(name, out, in, index);
+    layer_.ops.back().tp = tp;
     return index;
   }
 
@@ -167,6 +170,9 @@ class LayerBuilder {
     op.module = module;
     layer_.ops.push_back(op);
   }
+
+  // Marks the last op as working on tensor-parallel-split activations (TpSplit::kSplit).
+  void split_last_op() { layer_.ops.back().tp = TpSplit::kSplit; }
 
   // LayerNorm (weight, bias) or RMSNorm (weight): reads and writes one 16-bit row, 4h bytes.
   void norm(const std::string& name, int64_t width, Norm kind) {
@@ -196,6 +202,7 @@ class LayerBuilder {
     ComputeOp op;
     op.name = name;
     op.kind = OpKind::kAttention;
+    op.tp = TpSplit::kSplit;  // AutoTP: each rank attends with its heads/tp
     op.heads = heads;
     op.head_dim = head_dim;
     op.value_dim = value_dim == head_dim ? 0 : value_dim;
@@ -426,27 +433,32 @@ class TransformerBuilder {
     return b.take();
   }
 
-  // Multi-head attention with grouped or multi-query keys and values.
+  // Multi-head attention with grouped or multi-query keys and values. AutoTP (TpSplit): the
+  // q/k/v projections are column-split, the output projection row-split (the tensor-parallel
+  // rules of models/tensor_parallel.h), and what runs between them works on heads/tp.
   void attention(LayerBuilder& b, const std::string& p) {
     if (!n_.qkv.empty()) {
-      b.linear(p + n_.qkv, s_.hidden, q_dim_ + 2 * kv_dim_, qkv_bias_);
+      b.linear(p + n_.qkv, s_.hidden, q_dim_ + 2 * kv_dim_, qkv_bias_, TpSplit::kColumn);
     } else {
-      b.linear(p + n_.q, s_.hidden, q_dim_, qkv_bias_);
-      b.linear(p + n_.k, s_.hidden, kv_dim_, qkv_bias_);
-      b.linear(p + n_.v, s_.hidden, kv_dim_, qkv_bias_);
+      b.linear(p + n_.q, s_.hidden, q_dim_, qkv_bias_, TpSplit::kColumn);
+      b.linear(p + n_.k, s_.hidden, kv_dim_, qkv_bias_, TpSplit::kColumn);
+      b.linear(p + n_.v, s_.hidden, kv_dim_, qkv_bias_, TpSplit::kColumn);
     }
     // Qwen3Attention: q_norm, k_norm = RMSNorm(head_dim) applied per head; Olmo2Attention:
     // RMSNorm(heads * head_dim) and RMSNorm(kv_heads * head_dim) over the whole projections.
     if (s_.qk_norm != QkNorm::kNone) {
       const bool per_head = s_.qk_norm == QkNorm::kPerHead;
       b.norm(p + "self_attn.q_norm", per_head ? s_.head_dim : q_dim_, s_.norm, q_dim_);
+      b.split_last_op();
       b.norm(p + "self_attn.k_norm", per_head ? s_.head_dim : kv_dim_, s_.norm, kv_dim_);
+      b.split_last_op();
     }
     if (s_.max_positions == 0) {
       b.memory_op("rotary", 4.0 * static_cast<double>(q_dim_ + kv_dim_));
+      b.split_last_op();
     }
     b.attention("attention", s_.heads, s_.head_dim, s_.head_dim);
-    b.linear(p + n_.out, q_dim_, s_.hidden, out_bias_);
+    b.linear(p + n_.out, q_dim_, s_.hidden, out_bias_, TpSplit::kRow);
   }
 
   // DeepseekV2Attention (transformers modeling_deepseek_v2.py): queries through q_proj, or the
@@ -480,22 +492,26 @@ class TransformerBuilder {
       experts(b, p);
       return;
     }
+    // AutoTP: the input projections column-split, the output projection row-split.
     const double f = static_cast<double>(s_.ffn);
     if (s_.activation == Activation::kSwiglu) {
       if (!n_.gate_up.empty()) {
-        b.linear(p + n_.gate_up, s_.hidden, 2 * s_.ffn, mlp_bias_);
+        b.linear(p + n_.gate_up, s_.hidden, 2 * s_.ffn, mlp_bias_, TpSplit::kColumn);
       } else {
-        b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_);
-        b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_);
+        b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
+        b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
       }
       b.memory_op("silu", 4.0 * f);
+      b.split_last_op();
       b.memory_op("gate_mul", 6.0 * f);
-      b.linear(p + n_.down, s_.ffn, s_.hidden, mlp_bias_);
+      b.split_last_op();
+      b.linear(p + n_.down, s_.ffn, s_.hidden, mlp_bias_, TpSplit::kRow);
       return;
     }
-    b.linear(p + n_.fc1, s_.hidden, s_.ffn, mlp_bias_);
+    b.linear(p + n_.fc1, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
     b.memory_op(s_.activation == Activation::kRelu ? "relu" : "gelu", 4.0 * f);
-    b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_);
+    b.split_last_op();
+    b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_, TpSplit::kRow);
   }
 
   // The sparse MoE block (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV2MoE): one

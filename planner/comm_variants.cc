@@ -29,7 +29,11 @@ std::optional<size_t> plain_of(const SearchResult& s, const Candidate& c) {
 std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& base) {
   std::vector<Candidate> out;
   const hardware::Cluster& cl = problem.cluster;
-  if (cl.nodes <= 1 || base.stage() != 3 || !base.comm.plain()) return out;
+  // AutoTP: ZeRO++ and MiCS are not modelled with it (sim::check_tensor_parallel).
+  if (cl.nodes <= 1 || base.stage() != 3 || !base.comm.plain() ||
+      problem.workload.tensor_parallel > 1) {
+    return out;
+  }
   const int n = cl.gpus, g = cl.gpus_per_node();
   const bool param_offload = base.offload_param() != sim::OffloadDevice::kNone;
   const bool opt_offload = base.offload_optimizer() != sim::OffloadDevice::kNone;

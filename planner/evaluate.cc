@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "sim/step_inputs.h"
+#include "sim/tensor_parallel.h"
 
 namespace zplan::planner {
 
@@ -170,14 +171,20 @@ void run_parallel(size_t n, size_t chunk, std::vector<sim::SimWorkspace>& worksp
   if (error) std::rethrow_exception(error);
 }
 
+// The ranks ZeRO partitions over: the GPUs, or the GPUs / AutoTP size (sim/tensor_parallel.h).
+int data_parallel(const Problem& problem) {
+  return sim::data_parallel_ranks(problem.cluster, problem.workload);
+}
+
 }  // namespace
 
 Evaluation evaluate_one(const Problem& problem, const sim::DsConfig& config, bool prune,
                         sim::SimWorkspace* workspace) {
   sim::ZeroSizes own;
   const sim::ZeroSizes& sizes =
-      workspace != nullptr ? workspace->sizes.get(problem.model, problem.cluster.gpus, config)
-                           : (own = sim::zero_sizes(problem.model, problem.cluster.gpus, config));
+      workspace != nullptr
+          ? workspace->sizes.get(problem.model, data_parallel(problem), config)
+          : (own = sim::zero_sizes(problem.model, data_parallel(problem), config));
   Evaluation e = analytic_evaluation(problem, config, sizes);
   if (should_simulate(e, prune)) add_simulation(problem, simulate(problem, config, sizes, workspace), &e);
   return e;
@@ -208,7 +215,7 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
       n, kAnalyticChunk, workspaces,
       [&](size_t i, sim::SimWorkspace& ws) {
         const sim::DsConfig config = to_ds_config(candidates[i], base, problem);
-        const sim::ZeroSizes& sizes = ws.sizes.get(problem.model, problem.cluster.gpus, config);
+        const sim::ZeroSizes& sizes = ws.sizes.get(problem.model, data_parallel(problem), config);
         evals[i] = analytic_evaluation(problem, config, sizes);
         if (!should_simulate(evals[i], options.prune)) {
           done.fetch_add(1, std::memory_order_relaxed);
@@ -248,7 +255,8 @@ std::vector<Evaluation> evaluate_all(const Problem& problem, const SearchSpace& 
           const std::vector<uint32_t>& members = groups[g];
           const sim::DsConfig config = to_ds_config(candidates[members[0]], base, problem);
           const sim::StepResult r = simulate(
-              problem, config, ws.sizes.get(problem.model, problem.cluster.gpus, config), &ws);
+              problem, config, ws.sizes.get(problem.model, data_parallel(problem), config),
+              &ws);
           for (uint32_t m : members) add_simulation(problem, r, &evals[m]);
           done.fetch_add(members.size(), std::memory_order_relaxed);
         }

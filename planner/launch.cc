@@ -92,7 +92,9 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
                                 cl.nodes, cl.gpus)
                     : strformat(" --num_processes %d", cl.gpus)) +
       " train.py";
-  if (format == DsConfigFormat::kDeepSpeed) {
+  // Megatron-DeepSpeed splits layers with its own tensor parallelism and passes its mpu, not
+  // AutoTP's: no Megatron line for an AutoTP file.
+  if (format == DsConfigFormat::kDeepSpeed && sim::autotp_size(c) == 1) {
     // Megatron-DeepSpeed (megatron/arguments.py): the batch split, ZeRO stage, precision and
     // clipping as flags that agree with the file; --no-pipeline-parallel because DeepSpeed's
     // pipeline engine runs ZeRO stage 1 at most; --cpu-optimizer builds DeepSpeedCPUAdam, which

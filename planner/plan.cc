@@ -96,7 +96,9 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
       "train on sequences of %lld tokens: the prediction and the batch keys "
       "(train_batch_size %lld = micro-batch %lld x gas %lld x %d GPUs) assume it",
       static_cast<long long>(problem.workload.seq_len),
-      static_cast<long long>(config.train_batch_size), static_cast<long long>(config.micro_batch),
+      // AutoTP: the file's count over every GPU (sim::ds_config_to_json).
+      static_cast<long long>(config.train_batch_size * sim::autotp_size(config)),
+      static_cast<long long>(config.micro_batch),
       static_cast<long long>(config.gradient_accumulation_steps), cl.gpus));
   if (c[Knob::kCheckpointing]) {
     out.push_back(

@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "base/input_error.h"
 #include "sim/swap_buffers.h"
+#include "sim/tensor_parallel.h"
 
 namespace zplan::planner {
 
@@ -86,7 +87,9 @@ void check_stage_knobs(const SearchSpace& s) {
 }
 
 BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchRequest& b) {
-  const int64_t dp = p.cluster.gpus;
+  // The data-parallel ranks: the GPUs, or the GPUs / AutoTP size (each tensor-parallel group
+  // trains the same samples).
+  const int64_t dp = sim::data_parallel_ranks(p.cluster, p.workload);
   const int64_t seq = p.workload.seq_len;
   if (dp < 1) throw InputError("--gpus", "must be at least 1");
   if (seq < 1) throw InputError("--seq-len", "must be at least 1");
@@ -104,9 +107,13 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
     const int64_t g = *b.global_batch;
     if (g < 1) throw InputError("--global-batch", "must be at least 1, got " + std::to_string(g));
     if (g % dp != 0) {
-      throw InputError("--global-batch", std::to_string(g) + " is not a multiple of the " +
-                                             std::to_string(dp) +
-                                             " GPUs (train_batch_size = micro-batch x gas x GPUs)");
+      throw InputError("--global-batch",
+                       std::to_string(g) + " is not a multiple of the " + std::to_string(dp) +
+                           (dp == p.cluster.gpus
+                                ? std::string(" GPUs (train_batch_size = micro-batch x gas x GPUs)")
+                                : std::string(" data-parallel ranks (" +
+                                              std::to_string(p.cluster.gpus) + " GPUs / AutoTP " +
+                                              std::to_string(p.workload.tensor_parallel) + ")")));
     }
     plan.global_batch = g;
     plan.origin = "--global-batch";
@@ -156,7 +163,9 @@ KnobValues micro_batches(const Problem& p, const KnobRequest& knobs, const Batch
   const int64_t per = plan.per_gpu;
   const std::string batch_words = std::to_string(per) + " samples per GPU (global batch " +
                                   std::to_string(plan.global_batch) + " on " +
-                                  std::to_string(p.cluster.gpus) + " GPUs)";
+                                  std::to_string(sim::data_parallel_ranks(p.cluster, p.workload)) +
+                                  (p.workload.tensor_parallel > 1 ? " data-parallel ranks)"
+                                                                  : " GPUs)");
   if (b.gradient_accumulation) {
     const int64_t gas = *b.gradient_accumulation;
     if (per % gas != 0) {
@@ -425,6 +434,10 @@ sim::DsConfig base_config(const Problem& problem, const BatchPlan& batch) {
   d.train_batch_size = batch.global_batch;
   d.micro_batch = batch.per_gpu;  // global_batch / GPUs
   d.gradient_accumulation_steps = 1;
+  // AutoTP is the user's choice (--autotp): every candidate keeps it.
+  if (problem.workload.tensor_parallel > 1) {
+    d.other["tensor_parallel"] = {{"autotp_size", problem.workload.tensor_parallel}};
+  }
   return d;
 }
 
@@ -440,7 +453,8 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   if (z.offload_param.device == OffloadDevice::kNvme) {
     z.offload_param.nvme_path = problem.nvme_path;
     // Every swapped tensor's per-rank slice must fit one swap buffer (sim/swap_buffers.h).
-    z.offload_param.buffer_size = sim::param_swap_buffer_size(problem.model, problem.cluster.gpus, d);
+    z.offload_param.buffer_size = sim::param_swap_buffer_size(
+        problem.model, sim::data_parallel_ranks(problem.cluster, problem.workload), d);
   }
   z.overlap_comm = c[Knob::kOverlapComm] != 0;
   z.reduce_bucket_size = c[Knob::kReduceBucket];
@@ -457,7 +471,8 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   z.mics_hierarchical_params_gather = c.comm.mics_hier;
   d.micro_batch = c[Knob::kMicroBatch];
   d.gradient_accumulation_steps = c.gas;
-  d.train_batch_size = c[Knob::kMicroBatch] * c.gas * problem.cluster.gpus;
+  d.train_batch_size =
+      c[Knob::kMicroBatch] * c.gas * sim::data_parallel_ranks(problem.cluster, problem.workload);
   d.activation_checkpointing.enabled = c[Knob::kCheckpointing] != 0;
   d.activation_checkpointing.cpu_checkpointing = c[Knob::kCheckpointing] == 2;
   return d;

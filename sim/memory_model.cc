@@ -8,9 +8,11 @@
 #include "sim/memory_model.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "sim/swap_buffers.h"
+#include "sim/tensor_parallel.h"
 #include "sim/zeropp_mics.h"
 
 namespace zplan::sim {
@@ -362,7 +364,10 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
 
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
                             const DsConfig& config, const Workload& workload) {
-  return analyze_memory(model, cluster, config, zero_sizes(model, cluster.gpus, config),
+  // AutoTP: `model` is the rank's shard, partitioned over the data-parallel group.
+  assert(model.tensor_parallel() == workload.tensor_parallel);
+  return analyze_memory(model, cluster, config,
+                        zero_sizes(model, data_parallel_ranks(cluster, workload), config),
                         plan_activations(model, config, workload));
 }
 

@@ -134,7 +134,8 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& sizes,
                                                          const hardware::Cluster& cluster,
                                                          const DsConfig& config);
 
-// REQUIRES: config passed validate_ds_config for cluster.gpus.
+// REQUIRES: config passed validate_ds_config for cluster.gpus; `model` is the shard of
+// workload.tensor_parallel (models::tensor_parallel_shard), partitioned over the GPUs / it.
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
                             const DsConfig& config, const Workload& workload);
 // The same, from the sizes and activations the caller already has (zero_sizes for

@@ -11,6 +11,7 @@
 #include "hardware/cost_model.h"
 #include "sim/sequence_parallel.h"
 #include "sim/step_builder_internal.h"
+#include "sim/tensor_parallel.h"
 
 namespace zplan::sim {
 
@@ -20,9 +21,14 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
                          const DsConfig& config, const Workload& workload, const ZeroSizes* sizes)
     : model_(model),
       cluster_(cluster),
-      sizes_(sizes != nullptr ? *sizes : zero_sizes(model, cluster.gpus, config)),
+      sizes_(sizes != nullptr ? *sizes
+                              : zero_sizes(model, data_parallel_ranks(cluster, workload), config)),
       inputs_(step_inputs(config, workload, sizes_)) {
   // From here on only the normalized inputs: config_ and workload_ refer to inputs_.
+  // AutoTP: `model` is one rank's shard, and ZeRO runs over the data-parallel group.
+  assert(model.tensor_parallel() == workload_.tensor_parallel);
+  dp_ = data_parallel_ranks(cluster, workload_);
+  dp_group_ = data_parallel_group(cluster, workload_);
   persistent_ = persistent_memory(sizes_, cluster, config_);
   acts_ = plan_activations(model, config_, workload_);
   pieces_ = plan_pieces(model, cluster.profile, config_, workload_, sizes_);
@@ -36,7 +42,9 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   // Ulysses: the rank does 1/sp of each sample's work (its s/sp tokens, attention's heads/sp).
   const double sp = workload_.sequence_parallel;
   add_ulysses_all_to_all(pieces_, model, cluster, workload_, config_);
-  const double fwd = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
+  add_tensor_parallel_all_reduces(pieces_, model, cluster, config_, workload_);
+  // AutoTP: the rank's share of the model's FLOPs (its split GEMMs, 1/tp of the replicated ones).
+  const double fwd = model.forward_flops_share(workload_.seq_len, config_.micro_batch) / sp;
   // Forward + backward, less the weight-gradient GEMMs frozen linears skip and the backward of
   // layers no gradient reaches (models/finetune.h); 3 x forward when everything trains.
   double skipped = 0;
@@ -48,7 +56,9 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
       recomputed += model.layer_forward_flops(i, workload_.seq_len, config_.micro_batch) / sp;
     }
   }
-  hardware_flops_ = model_flops_ + recomputed;
+  // The hardware FLOPs count what the rank runs: with AutoTP, the replicated LM head whole.
+  const double run = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
+  hardware_flops_ = model_flops_ + 3 * (run - fwd) + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
   cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
   for (const models::Layer& layer : model.layers()) {
@@ -60,6 +70,9 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   // Roughly: compute and gathers per piece in forward and backward, plus buckets.
   expected_tasks_ = 6 * pieces_.size() + 64;
   groups_ = zero_groups(config_.zero, cluster);
+  // AutoTP: ZeRO's world is the data-parallel group (check_tensor_parallel refuses ZeRO++ and
+  // MiCS, whose other groups would live inside it).
+  if (dp_ != cluster.gpus) groups_.world = groups_.partition = groups_.secondary = dp_group_;
 }
 
 std::vector<std::pair<int, int>> StepBuilder::distinct_micro_steps() const {
@@ -86,7 +99,9 @@ hardware::CollectiveCost StepBuilder::collective(Collective op, double bytes) co
   for (const CostEntry& e : cost_cache_) {
     if (e.op == op && e.bytes == bytes) return e.cost;
   }
-  hardware::CollectiveCost c = hardware::collective_cost(cluster_, op, bytes);
+  hardware::CollectiveCost c = dp_ == cluster_.gpus
+                                   ? hardware::collective_cost(cluster_, op, bytes)
+                                   : group_collective_cost(cluster_, op, bytes, dp_group_);
   cost_cache_.push_back(CostEntry{op, bytes, c});
   return c;
 }
@@ -102,7 +117,7 @@ Task StepBuilder::collective_task(TaskKind kind, Resource resource, Collective o
   t.link = c.link == hardware::Link::kNetwork ? LinkSlot::kNetwork : LinkSlot::kIntraNode;
   t.bytes = bytes;
   // Bytes each rank sends, by nccl-tests' bus-bandwidth factors (ref nccl_hardware §2.1).
-  const double n = cluster_.gpus;
+  const double n = dp_;
   t.wire_bytes = (op == Collective::kAllReduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
   return t;
 }
@@ -406,7 +421,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
     TaskId pt = step_task(c, prep);
     // Partition slices of ~1/dp of the tensors (at least one) in averaged_gradients.
-    const double tensors = std::max(1.0, param_tensors_ / cluster_.gpus);
+    const double tensors = std::max(1.0, param_tensors_ / dp_);
     if (framework_terms) {
       step_task(c, optimizer_checks_task(P, tensors, /*on_host=*/false), -1, pt);
     }
@@ -434,7 +449,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   if (z.stage == 1) c.g->effect(last, true, gpu, Category::kGrads, -p * sizes_.train_psi);
   // all_gather_dp_groups rebuilds the 16-bit parameters, on the compute stream.
   step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
-                            p * P * cluster_.gpus),
+                            p * P * dp_),
             -1, last);
 }
 
@@ -506,7 +521,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     }
   }
   // _post_step: persistent parameters are gathered again (ref §2.2 item 9).
-  if (sizes_.persistent > 0 && cluster_.gpus > 1) {
+  if (sizes_.persistent > 0 && dp_ > 1) {
     Resource stream = z.overlap_comm ? Resource::kGatherStream : Resource::kCompute;
     // Over the partition group: the MiCS shard's (mics.py MiCS_Init attaches it to every
     // parameter), else every rank.

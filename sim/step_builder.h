@@ -42,11 +42,13 @@ struct PendingBucket;
 
 class StepBuilder {
  public:
-  // REQUIRES: config passed validate_ds_config for cluster.gpus. Keeps references to `model`
+  // REQUIRES: config passed validate_ds_config for cluster.gpus; `model` is the shard of
+  // workload.tensor_parallel (models::tensor_parallel_shard). Keeps references to `model`
   // and `cluster`, which must outlive the builder. It reads the configuration and workload only
   // through their StepInputs, step_inputs(config, workload, sizes) (sim/step_inputs.h), so that
   // a memo keyed by those inputs cannot miss what it builds from. `sizes`, if given, is
-  // zero_sizes(model, cluster.gpus, config), which the builder then does not compute again.
+  // zero_sizes(model, data_parallel_ranks(cluster, workload), config), which the builder then
+  // does not compute again.
   StepBuilder(const models::Model& model, const hardware::Cluster& cluster, const DsConfig& config,
               const Workload& workload, const ZeroSizes* sizes = nullptr);
 
@@ -168,6 +170,8 @@ class StepBuilder {
   };
   mutable std::vector<CostEntry> cost_cache_;
   ZeroGroups groups_;  // ZeRO++ / MiCS communicators (sim/zeropp_mics.h)
+  int dp_ = 1;          // data-parallel ranks: the GPUs / AutoTP size (sim/tensor_parallel.h)
+  CommGroup dp_group_;  // their group, over which ZeRO's collectives run
   struct GroupCostEntry {
     hardware::Collective op;
     double bytes;

@@ -173,7 +173,7 @@ void StepBuilder::SimpleBackward::on_full(const PendingBucket& bucket) {
 void StepBuilder::SimpleBackward::reduce_bucket(const PendingBucket& bucket) {
   const Tier gpu = Tier::kGpu;
   const double bytes = p_ * bucket.elems;
-  const int gpus = sb_.cluster_.gpus;
+  const int gpus = sb_.dp_;
   Task t;
   if (z_.use_multi_rank_bucket_allreduce || !z_.reduce_scatter) {
     // The whole bucket is all-reduced; each rank then keeps its slices (average_tensor).
@@ -215,7 +215,7 @@ void StepBuilder::SimpleBackward::reduce_bucket(const PendingBucket& bucket) {
 }
 
 void StepBuilder::SimpleBackward::copy_to_host(const PendingBucket& bucket, TaskId reduced) {
-  const double slice = bucket.elems / sb_.cluster_.gpus;
+  const double slice = bucket.elems / sb_.dp_;
   if (c_.boundary) {
     // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
     // (ref §5.1).

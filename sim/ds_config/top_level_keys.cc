@@ -1,8 +1,9 @@
 // The top-level ds_config keys that DsConfig keeps whole in DsConfig::other, and what DeepSpeed
 // 0.19 checks in them or zplan refuses there (deepspeed/runtime/config.py and the config classes
-// each comment names): communication_data_type, compile, amp, tensor_parallel, the sequence
-// parallel keys and elasticity. zero_config.cc calls check_unmodeled_top_keys for a file and for a config built
+// each comment names): communication_data_type, compile, amp, tensor_parallel (AutoTP), the
+// sequence parallel keys and elasticity. zero_config.cc calls check_unmodeled_top_keys for a file and for a config built
 // in code alike. Sources: reference/deepspeed_internals.md §1.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,18 +71,85 @@ void read_compile(const JsonReader& top, Errors& errors) {
   }
 }
 
-// tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py): autotp_size > 1
-// turns on AutoTP training (engine.py _configure_tensor_parallel): each layer's weights split
-// over that many GPUs and a data-parallel group that much smaller. 0 or 1 leaves it off.
-void reject_autotp(const JsonReader& top) {
+// tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py, a
+// DeepSpeedConfigModel: extra="forbid", aliases accepted): autotp_size > 1 turns on AutoTP
+// training (engine.py _configure_tensor_parallel; docs/cost_model.md "AutoTP tensor
+// parallelism"), 0 or 1 leaves it off. What else the block holds, as DeepSpeed uses it in
+// training: tp_overlap_comm (modelled: the column-split layers' input-gradient all-reduce runs
+// beside their weight-gradient GEMM, layers.py AsyncColumnParallel); the "tp" block (TPConfig,
+// alias "tensor_parallel"), whose tp_size must be 1 or autotp_size (_apply_autotp_partitioning
+// raises ValueError otherwise); keep_module_on_host and kernel_inject, which change loading and
+// inference only. partition_config and preset_model choose other split rules than the ones zplan
+// models; dtype converts the model outside the fp16/bf16 blocks; injection_policy_tuple and the
+// tp block's mpu and tp_group are Python objects: refused.
+constexpr std::string_view kTensorParallelKeys[] = {
+    "dtype",          "autotp_size",         "tp_overlap_comm", "tensor_parallel",
+    "tp",             "injection_policy_tuple", "partition_config", "preset_model",
+    "keep_module_on_host", "replace_with_kernel_inject", "kernel_inject"};
+constexpr std::string_view kTpConfigKeys[] = {"tp_size", "tp_grain_size", "mpu", "tp_group"};
+
+void check_tensor_parallel_block(const JsonReader& top, Errors& errors) {
   std::optional<JsonReader> r = top_block(top, "tensor_parallel", Null::kRejected);
   if (!r) return;
-  const int64_t tp = BlockReader(*r, AutoRule::kMeansDefault).integer("autotp_size").value_or(0);
-  if (tp > 1) {
-    r->fail("autotp_size", "not modelled: AutoTP tensor parallelism (" + std::to_string(tp) +
-                               " GPUs share each layer's weights, and the data-parallel group is " +
-                               std::to_string(tp) +
-                               " times smaller); remove it to plan plain ZeRO data parallelism");
+  reject_unknown_keys(*r, kTensorParallelKeys, AutoRule::kMeansDefault,
+                      "TPTrainingConfig (tensor_parallel)", errors);
+  const BlockReader b(*r, AutoRule::kMeansDefault);
+  int64_t tp = 0;
+  errors.step([&] { tp = b.integer("autotp_size").value_or(0); });
+  errors.step([&] { b.boolean("tp_overlap_comm"); });
+  errors.step([&] { b.boolean("keep_module_on_host"); });
+  for (const char* key : {"replace_with_kernel_inject", "kernel_inject"}) {
+    errors.step([&] { b.boolean(key); });
+  }
+  for (const char* key : {"partition_config", "preset_model"}) {
+    errors.step([&] {
+      if (b.given(key) && !r->json()[key].is_null()) {
+        r->fail(key, "not modelled: AutoTP partition rules other than its defaults (each "
+                     "block's q/k/v and MLP input projections split by columns, the attention "
+                     "and MLP output projections by rows); remove it to plan those");
+      }
+    });
+  }
+  for (const char* key : {"dtype", "injection_policy_tuple"}) {
+    errors.step([&] {
+      if (b.given(key) && !r->json()[key].is_null()) {
+        r->fail(key, std::string("not modelled: ") +
+                         (std::string_view(key) == "dtype"
+                              ? "a tensor-parallel model dtype (zplan trains in the fp16/bf16 "
+                                "blocks' precision); remove it"
+                              : "an injection policy (a Python tuple of module names); remove it"));
+      }
+    });
+  }
+  for (const char* name : {"tp", "tensor_parallel"}) {
+    errors.step([&] {
+      const nlohmann::json* tp_block = b.object(name, Null::kMeansDefault);
+      if (tp_block == nullptr) return;
+      const JsonReader t = r->child(name);
+      reject_unknown_keys(t, kTpConfigKeys, AutoRule::kMeansDefault, "TPConfig (tp)", errors);
+      const BlockReader tb(t, AutoRule::kMeansDefault);
+      errors.step([&] { tb.integer("tp_grain_size"); });
+      errors.step([&] {
+        const int64_t size = tb.integer("tp_size").value_or(1);
+        if (size != 1 && size != std::max<int64_t>(tp, 1)) {
+          t.fail("tp_size", "is " + std::to_string(size) + " but autotp_size is " +
+                                std::to_string(tp) + " (DeepSpeed raises: they must match)");
+        }
+      });
+      for (const char* key : {"mpu", "tp_group"}) {
+        errors.step([&] {
+          if (tb.given(key) && !t.json()[key].is_null()) {
+            t.fail(key, "is a Python object that a ds_config file cannot give; remove it");
+          }
+        });
+      }
+    });
+  }
+  if (tp > 1 && top.optional_integer("sequence_parallel_size").value_or(1) > 1) {
+    errors.step([&] {
+      r->fail("autotp_size", "not modelled: AutoTP together with Ulysses sequence parallelism "
+                             "(sequence_parallel_size); remove one of them");
+    });
   }
 }
 
@@ -117,6 +185,22 @@ int read_sequence_parallel(const JsonReader& top, int world) {
   return static_cast<int>(sp);
 }
 
+// AutoTP (docs/cost_model.md "AutoTP tensor parallelism"): the tensor-parallel groups are tp
+// consecutive ranks (utils/groups.py _init_tp_mesh_device builds a (data, tensor) device mesh of
+// the world), so autotp_size must divide the GPUs; 0 and 1 mean off, as the engine turns AutoTP
+// on only above 1 (engine.py: if self.autotp_size() > 1).
+int read_autotp_size(const JsonReader& top, int world) {
+  std::optional<JsonReader> r = top_block(top, "tensor_parallel", Null::kRejected);
+  if (!r) return 1;
+  const int64_t tp = BlockReader(*r, AutoRule::kMeansDefault).integer("autotp_size").value_or(0);
+  if (tp <= 1) return 1;
+  if (world % tp != 0) {
+    r->fail("autotp_size", "AutoTP size " + std::to_string(tp) + " does not divide the " +
+                               std::to_string(world) + " GPUs (DeepSpeed's device mesh needs it)");
+  }
+  return static_cast<int>(tp);
+}
+
 // The engine reduces gradients in communication_data_type when it is given, else in the training
 // precision (engine.py communication_data_type); zplan's collectives move the training
 // precision's bytes, so another dtype is refused rather than ignored.
@@ -150,7 +234,7 @@ void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
   errors.step([&] { check_communication_data_type(top); });
   errors.step([&] { read_compile(top, errors); });
   errors.step([&] { reject_apex_amp(top); });
-  errors.step([&] { reject_autotp(top); });
+  errors.step([&] { check_tensor_parallel_block(top, errors); });
   errors.step([&] { reject_sequence_parallel_block(top); });
   errors.step([&] { reject_elasticity(top); });
 }

@@ -72,6 +72,21 @@ int sequence_parallel_size(const DsConfig& config) {
   return static_cast<int>(std::max<int64_t>(1, it->get<int64_t>()));
 }
 
+int autotp_size(const DsConfig& config) {
+  auto it = config.other.find("tensor_parallel");
+  if (it == config.other.end() || !it->is_object()) return 1;
+  auto size = it->find("autotp_size");
+  if (size == it->end() || !size->is_number_integer()) return 1;
+  return static_cast<int>(std::max<int64_t>(1, size->get<int64_t>()));
+}
+
+bool autotp_overlap_comm(const DsConfig& config) {
+  auto it = config.other.find("tensor_parallel");
+  if (it == config.other.end() || !it->is_object()) return false;
+  auto overlap = it->find("tp_overlap_comm");
+  return overlap != it->end() && overlap->is_boolean() && overlap->get<bool>();
+}
+
 
 namespace {
 
@@ -367,14 +382,22 @@ void check_config(const DsConfig& c, int dp, const Locator& loc) {
   at_most(kMicroKey, c.micro_batch);
   at_most(kGasKey, c.gradient_accumulation_steps);
   // With Ulysses sequence parallelism the batch keys count the world / sequence_parallel_size
-  // (runtime/config.py DeepSpeedConfig.__init__).
+  // (runtime/config.py DeepSpeedConfig.__init__); with AutoTP a step trains micro x gas x the
+  // world / autotp_size samples (each tensor-parallel group shares its samples), which is what
+  // train_batch_size holds here (ds_config_to_json writes DeepSpeed's own count).
   const int sp = sequence_parallel_size(c);
   if (dp % sp != 0) {
     loc.fail("/sequence_parallel_size", "Ulysses sequence parallel size " + std::to_string(sp) +
                                             " does not divide the " + std::to_string(dp) +
                                             " GPUs (DeepSpeed groups consecutive ranks)");
   }
-  const int data_parallel = dp / sp;
+  const int tp = autotp_size(c);
+  if (dp % tp != 0) {
+    loc.fail("/tensor_parallel/autotp_size", "AutoTP size " + std::to_string(tp) +
+                                                 " does not divide the " + std::to_string(dp) +
+                                                 " GPUs (DeepSpeed's device mesh needs it)");
+  }
+  const int data_parallel = dp / sp / tp;
   std::optional<int64_t> p =
       product(c.micro_batch, c.gradient_accumulation_steps, data_parallel);
   if (p != c.train_batch_size) {
@@ -488,6 +511,22 @@ void ignore_offload_param_below_stage3(const Locator& locator, const ParseContex
   c.zero.offload_param = OffloadParamConfig{};
 }
 
+// With AutoTP, DeepSpeedConfig checks the batch keys against the world it is given
+// (runtime/config.py: mpu.get_data_parallel_world_size() = world / tp when deepspeed.initialize
+// gets an mpu, dist.get_world_size() -- every GPU -- when it does not, as with the Hugging Face
+// Trainer and Accelerate, whose "auto" train_batch_size is world x micro x gas too). zplan
+// resolves the keys against world / tp, the samples a step trains; a file whose three keys are
+// all numbers and multiply out over every GPU instead is read as the no-mpu count.
+bool autotp_batch_counts_world(const JsonReader& top, const ParseContext& context) {
+  for (const char* key : {kTrainKey, kMicroKey, kGasKey}) {
+    if (!top.json().contains(key) || !top.json()[key].is_number_integer()) return false;
+  }
+  std::optional<int64_t> world =
+      internal::product(top.json()[kMicroKey].get<int64_t>(), top.json()[kGasKey].get<int64_t>(),
+                        context.dp_world_size);
+  return world && *world == top.json()[kTrainKey].get<int64_t>();
+}
+
 }  // namespace
 
 DsConfig parse_ds_config(const json& document, const std::string& file,
@@ -506,12 +545,37 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   // Each step reads its own keys; a problem in one does not stop the others (Errors).
   Errors errors;
   c.zero = internal::read_zero_optimization(top, context, locator, errors);
-  // The batch keys count data-parallel ranks: the world over the sequence-parallel size.
+  // The batch keys count data-parallel ranks: the world over the sequence-parallel size, and
+  // over the AutoTP size (what a step trains; a file may also count every GPU, as DeepSpeed's
+  // batch check does when deepspeed.initialize gets no mpu: autotp_batch_counts_world).
   ParseContext batch_context = context;
   errors.step([&] {
     batch_context.dp_world_size /= internal::read_sequence_parallel(top, context.dp_world_size);
   });
-  errors.step([&] { read_batch(top, batch_context, c); });
+  int tp = 1;
+  errors.step([&] {
+    tp = internal::read_autotp_size(top, context.dp_world_size);
+    batch_context.dp_world_size /= tp;
+  });
+  errors.step([&] {
+    if (tp > 1 && autotp_batch_counts_world(top, context)) {
+      // Read the batch keys as the samples a step trains: train_batch_size / tp.
+      json samples = document;
+      samples[kTrainKey] = document[kTrainKey].get<int64_t>() / tp;
+      read_batch(JsonReader(samples, file), batch_context, c);
+      if (context.notes != nullptr) {
+        context.notes->push_back(
+            "train_batch_size " + std::to_string(c.train_batch_size * tp) + " counts all " +
+            std::to_string(context.dp_world_size) +
+            " GPUs, as DeepSpeed's batch check does when deepspeed.initialize gets no mpu (the "
+            "Hugging Face Trainer, Accelerate); a step trains " +
+            std::to_string(c.train_batch_size) + " samples (AutoTP " + std::to_string(tp) +
+            ": each tensor-parallel group shares its samples)");
+      }
+    } else {
+      read_batch(top, batch_context, c);
+    }
+  });
   errors.step([&] { read_precision(top, context, c, errors); });
   errors.step([&] { read_activation_checkpointing(top, c); });
   errors.step([&] { read_aio(top, c); });
@@ -539,11 +603,17 @@ void complete_ds_config(DsConfig& c, const ParseContext& context, const std::str
   Locator locator(where);
   // In parse_ds_config's order: the stage as it is read, the batch keys, then the whole.
   internal::check_stage(c.zero.stage, locator);
+  // The batch keys count the data-parallel ranks (check_config): the GPUs over the sequence-
+  // and tensor-parallel sizes already in c.other. One that does not divide them is check_config's
+  // error, after resolving against every GPU.
+  const int split = sequence_parallel_size(c) * autotp_size(c);
+  const int ranks = context.dp_world_size % split == 0 ? context.dp_world_size / split
+                                                       : context.dp_world_size;
   internal::resolve_batch(
       internal::batch_flag(kMicroKey, "--micro-batch", context.micro_batch),
       internal::batch_flag(kGasKey, "--gas", context.gradient_accumulation_steps),
       internal::batch_flag(kTrainKey, "--global-batch", context.train_batch_size),
-      context.dp_world_size, [&](const char*) { return json_location(where, ""); }, c);
+      ranks, [&](const char*) { return json_location(where, ""); }, c);
   check_other(c, locator);
   check_config(c, context.dp_world_size, locator);
   internal::reject_unmodeled_zero_features(c.zero, locator);
@@ -598,7 +668,10 @@ json ds_config_to_json(const DsConfig& c) {
       j[key] = std::move(value);
     }
   };
-  j[kTrainKey] = c.train_batch_size;
+  // AutoTP: DeepSpeed's own count, over every GPU (autotp_batch_counts_world): what the
+  // Hugging Face Trainer's check (world x micro x gas), Accelerate and deepspeed.initialize
+  // without an mpu expect, and what zplan reads back as the same samples per step.
+  j[kTrainKey] = c.train_batch_size * autotp_size(c);
   j[kMicroKey] = c.micro_batch;
   j[kGasKey] = c.gradient_accumulation_steps;
   j["gradient_clipping"] = c.gradient_clipping;

@@ -137,6 +137,14 @@ struct DsConfig {
 // the world divided by it (runtime/config.py), while ZeRO partitions over every rank.
 int sequence_parallel_size(const DsConfig& config);
 
+// AutoTP training (docs/cost_model.md "AutoTP tensor parallelism"): the "tensor_parallel" block's
+// autotp_size that DsConfig keeps in `other` (1 without it, or at 0 or 1). Each layer's weights
+// are split over that many consecutive ranks; ZeRO partitions over the world / it, and
+// train_batch_size counts the samples a step trains, micro x gas x world / it.
+int autotp_size(const DsConfig& config);
+// Its tensor_parallel.tp_overlap_comm (false without it).
+bool autotp_overlap_comm(const DsConfig& config);
+
 // What a ds_config's "auto" values and missing batch keys resolve against.
 struct ParseContext {
   int dp_world_size = 1;
@@ -192,6 +200,13 @@ struct Workload {
   // Ulysses sequence parallelism (sim/sequence_parallel.h): each sequence is split over this
   // many ranks; from the ds_config's "sequence_parallel_size" (sequence_parallel_size()).
   int sequence_parallel = 1;
+  // AutoTP training (sim/tensor_parallel.h): each layer's weights split over this many GPUs of
+  // a node; from the ds_config's tensor_parallel.autotp_size (autotp_size()). The model the
+  // simulator is given must be that size's shard (models::tensor_parallel_shard).
+  int tensor_parallel = 1;
+  // tensor_parallel.tp_overlap_comm: the column-split layers' input-gradient all-reduce runs
+  // beside their weight-gradient GEMM (sim/tensor_parallel.h).
+  bool tp_overlap_comm = false;
 
   // The --loss name: "liger", "fused", "standard" or "no-upcast".
   const char* loss_name() const {

@@ -124,6 +124,9 @@ std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null
 void check_unmodeled_top_keys(const JsonReader& top, Errors& errors);
 // The file's "sequence_parallel_size" (1 without it), checked to divide the `world` GPUs.
 int read_sequence_parallel(const JsonReader& top, int world);
+// The file's tensor_parallel.autotp_size (1 when absent, 0 or 1), checked to divide the `world`
+// GPUs.
+int read_autotp_size(const JsonReader& top, int world);
 // communication_data_type other than the training precision: refused (a cross-field check,
 // after the precision is read).
 void reject_other_communication_dtype(const JsonReader& top, const DsConfig& c);

@@ -106,6 +106,43 @@ TEST_CASE("a ds_config's sequence_parallel_size is planned as Ulysses and refuse
       "does not divide the 6 GPUs");
 }
 
+TEST_CASE("AutoTP from a ds_config or --autotp: the text, the JSON and the refusals", "[cli]") {
+  TempFile tp4(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
+                   "bf16": {"enabled": true}, "tensor_parallel": {"autotp_size": 2}})",
+               "ds.json");
+  // tiny-llama: 4 heads, 2 kv heads. 8 GPUs / AutoTP 2 = 4 data-parallel ranks: 2 x 1 x 4 = 8
+  // samples a step.
+  RunResult r = run_zplan("simulate --model tiny-llama --gpus 8 --hw a100 --seq-len 1024 "
+                          "--ds-config " + tp4.path);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("= 8 samples, seq 1024") != std::string::npos);
+  CHECK(r.out.find("AutoTP 2 (ZeRO over 4 data-parallel ranks)") != std::string::npos);
+  // The same from the flag.
+  RunResult f = run_zplan("simulate --model tiny-llama --gpus 8 --hw a100 --seq-len 1024 "
+                          "--stage 2 --micro-batch 2 --precision bf16 --autotp 2");
+  CHECK(f.exit_code == 0);
+  CHECK(f.out.find("AutoTP 2 (ZeRO over 4 data-parallel ranks)") != std::string::npos);
+  RunResult j = run_zplan("memory --model tiny-llama --gpus 8 --hw a100 --seq-len 1024 --json "
+                          "--ds-config " + tp4.path);
+  CHECK(j.out.find("\"autotp\"") != std::string::npos);
+  CHECK(j.out.find("\"data_parallel\": 4") != std::string::npos);
+  CHECK(j.out.find("\"params_per_gpu\"") != std::string::npos);
+  expect_one_line_error(
+      run_zplan("memory --model tiny-llama --gpus 5 --hw a100 --ds-config " + tp4.path), 1,
+      "/tensor_parallel/autotp_size: AutoTP size 2 does not divide the 5 GPUs");
+  // 2 kv heads do not split 4 ways.
+  expect_one_line_error(
+      run_zplan("memory --model tiny-llama --gpus 8 --hw a100 --stage 2 --autotp 4"), 1,
+      "--autotp: AutoTP size 4 does not divide the model's 2 key/value heads");
+  expect_one_line_error(run_zplan("memory --model tiny-llama --gpus 8 --hw a100 --autotp 2 "
+                                  "--ds-config " + tp4.path),
+                        1, "--ds-config");
+  expect_one_line_error(
+      run_zplan("validate --model tiny-llama --ranks 8 --hw a100 --ds-config " + tp4.path), 1,
+      "which does not split layers");
+}
+
 TEST_CASE("numbers are printed in the units they need", "[cli]") {
   // zplan models rounded H100's 79.65 GiB to 80 while other commands print 79.7.
   RunResult models = run_zplan("models");

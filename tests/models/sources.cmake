@@ -6,4 +6,5 @@ list(APPEND ZPLAN_TEST_SOURCES
   models/hf_config_test.cc
   models/model_test.cc
   models/presets_test.cc
+  models/tensor_parallel_test.cc
 )

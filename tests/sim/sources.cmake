@@ -9,6 +9,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/simulate_test.cc
   sim/step_inputs_test.cc
   sim/swap_buffers_test.cc
+  sim/tensor_parallel_test.cc
   sim/workload_test.cc
   sim/zero_config_batch_test.cc
   sim/zero_config_test.cc

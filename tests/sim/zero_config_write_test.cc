@@ -276,8 +276,15 @@ TEST_CASE("validate_ds_config rejects what parse_ds_config rejects", "[zero_conf
   // The top-level blocks kept whole in `other` get a file's checks, without a JSON round trip.
   CHECK_THAT(err([](DsConfig& c) { c.other["compile"] = {{"deepcompile", true}}; }),
              Contains("planner: /compile/deepcompile: not modelled"));
+  // AutoTP 2 on the 8 GPUs: the batch keys count 4 data-parallel ranks (4 x 2 x 4 = 32, not 64).
   CHECK_THAT(err([](DsConfig& c) { c.other["tensor_parallel"] = {{"autotp_size", 2}}; }),
-             Contains("planner: /tensor_parallel/autotp_size: not modelled"));
+             Contains("planner: /train_batch_size: train_batch_size 64 must equal "
+                      "train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x 4"));
+  CHECK_THAT(err([](DsConfig& c) {
+               c.other["tensor_parallel"] = {{"autotp_size", 2}, {"preset_model", "llama"}};
+               c.train_batch_size = 32;
+             }),
+             Contains("planner: /tensor_parallel/preset_model: not modelled"));
   CHECK_THAT(err([](DsConfig& c) { c.other["communication_data_type"] = "fp8"; }),
              Contains("planner: /communication_data_type: must be"));
   CHECK_THAT(err([](DsConfig& c) {
