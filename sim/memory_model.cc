@@ -81,6 +81,9 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   options.flash_attention = workload.fused_attention();
   options.fused_loss = workload.fused_loss;
   options.fused_swiglu = workload.fused_swiglu;
+  // Liger's patches (use_liger_kernel, apply_liger_kernel_to_llama) replace RMSNorm together
+  // with SwiGLU and the loss: --loss liger sets all three.
+  options.fused_rmsnorm = workload.fused_swiglu;
   options.loss_upcast = workload.loss_upcast;
   options.dtype_bytes = precision_bytes(config.precision);
   // Ulysses: the rank holds s/sp tokens of each sample (sim/sequence_parallel.h).

@@ -181,9 +181,10 @@ struct Workload {
   // A fused linear + cross-entropy loss (Liger's LigerFusedLinearCrossEntropyLoss, Apple's Cut
   // Cross-Entropy): the [b, s, vocab] logits and their fp32 copies are never materialized.
   bool fused_loss = false;
-  // Liger-Kernel's SwiGLU (LigerSiLUMulFunction, liger_kernel/ops/swiglu.py), which Liger's
-  // patches (use_liger_kernel=True, apply_liger_kernel_to_llama) install with its fused loss:
-  // the MLP keeps fewer tensors (models::ActivationOptions::fused_swiglu). Set by --loss liger.
+  // Liger-Kernel's SwiGLU (LigerSiLUMulFunction, liger_kernel/ops/swiglu.py) and RMSNorm
+  // (LigerRMSNorm), which Liger's patches (use_liger_kernel=True, apply_liger_kernel_to_llama)
+  // install with its fused loss: the MLP and the norms keep fewer tensors
+  // (models::ActivationOptions::fused_swiglu, fused_rmsnorm). Set by --loss liger.
   bool fused_swiglu = false;
   // Without the fused loss: whether the loss upcasts the logits to fp32 first (Hugging Face's
   // ForCausalLMLoss does); false = the loss on the 16-bit logits, as 2021 transformers' GPT-2
