@@ -155,6 +155,7 @@ nlohmann::json search_json(const planner::Problem& p, const planner::SearchResul
                    {"attention", sim::attention_name(p.workload.attention)},
                    {"loss", p.workload.loss_name()},
                    {"precision", sim::precision_name(p.precision)}};
+  if (!p.workload.zero_init) j["workload"]["zero_init"] = false;
   j["batch"] = {{"global_batch", s.space.batch.global_batch},
                 {"per_gpu", s.space.batch.per_gpu},
                 {"origin", s.space.batch.origin}};

@@ -125,6 +125,8 @@ const char* phase_name(Phase phase) {
       return "backward";
     case Phase::kStep:
       return "step";
+    case Phase::kInit:
+      return "init";
   }
   return "?";
 }
@@ -365,8 +367,18 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
 
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
                             const DsConfig& config, const Workload& workload) {
-  return analyze_memory(model, cluster, config, zero_sizes(model, cluster.gpus, config),
+  return analyze_memory(model, cluster, config, workload, zero_sizes(model, cluster.gpus, config),
                         plan_activations(model, config, workload));
+}
+
+MemoryBreakdown init_gpu_memory(const ZeroSizes& s, const hardware::Cluster& cluster,
+                                const DsConfig& config, const Workload& workload) {
+  MemoryBreakdown m;
+  if (config.zero.stage != 3 || workload.zero_init) return m;
+  m[Category::kParams16] = s.param_bytes * s.psi;
+  m[Category::kRuntime] =
+      cluster.profile.runtime.cuda_context_bytes + cluster.profile.runtime.nccl_buffer_bytes;
+  return m;
 }
 
 namespace {
@@ -608,8 +620,10 @@ void scale_phases(const hardware::Cluster& cluster, MemoryReport* report) {
   }
 }
 
-// Each tier's peak over the phases against its capacity, and the host pool's combined peak.
-void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
+// Each tier's peak over the phases (and the GPU's over `init`, init_gpu_memory with
+// fragmentation) against its capacity, and the host pool's combined peak.
+void summarize_tiers(const hardware::Cluster& cluster, const MemoryBreakdown& init,
+                     MemoryReport* report) {
   const auto& prof = cluster.profile;
   const double capacity[kNumTiers] = {prof.gpu.memory_bytes, prof.node.host_memory_bytes,
                                       prof.node.host_memory_bytes, prof.node.nvme_capacity_bytes};
@@ -625,6 +639,12 @@ void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
       }
     }
   }
+  TierSummary& gpu = report->tiers[kGpu];
+  if (init.total() > gpu.peak_bytes) {
+    gpu.peak_bytes = init.total();
+    gpu.peak_phase = Phase::kInit;
+    gpu.at_peak = init;
+  }
   for (const PhaseMemory& pm : report->phases) {
     report->host_peak_bytes =
         std::max(report->host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
@@ -634,7 +654,7 @@ void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
 }  // namespace
 
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
-                            const DsConfig& config, const ZeroSizes& s,
+                            const DsConfig& config, const Workload& workload, const ZeroSizes& s,
                             const ActivationPlan& acts) {
   const PhaseWalk walk(model, cluster, config, s, acts);
   MemoryReport report;
@@ -642,7 +662,9 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
   report.phases[1] = walk.backward_peak();
   report.phases[2] = walk.step_phase();
   scale_phases(cluster, &report);
-  summarize_tiers(cluster, &report);
+  MemoryBreakdown init = init_gpu_memory(s, cluster, config, workload);
+  init.add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+  summarize_tiers(cluster, init, &report);
   report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
   return report;
 }

@@ -81,9 +81,10 @@ void visit(const DsConfig& s, F& f) {
 
 template <typename F>
 void visit(const Workload& s, F& f) {
-  const auto& [seq_len, attention, fused_loss, fused_swiglu, loss_upcast, sequence_parallel] = s;
+  const auto& [seq_len, attention, fused_loss, fused_swiglu, loss_upcast, sequence_parallel,
+               zero_init] = s;
   f(seq_len), f(attention), f(fused_loss), f(fused_swiglu), f(loss_upcast);
-  f(sequence_parallel);
+  f(sequence_parallel), f(zero_init);
 }
 
 template <typename F>

@@ -193,6 +193,11 @@ struct Workload {
   // Ulysses sequence parallelism (sim/sequence_parallel.h): each sequence is split over this
   // many ranks; from the ds_config's "sequence_parallel_size" (sequence_parallel_size()).
   int sequence_parallel = 1;
+  // Stage 3: whether the model was built under deepspeed.zero.Init (Hugging Face's Trainer and
+  // Accelerate build it so: from_pretrained under HfDeepSpeedConfig). false (--no-zero-init):
+  // it was built on the host and handed to deepspeed.initialize, whose engine moves it whole to
+  // the GPU before stage 3 partitions it (sim::init_gpu_memory). No effect below stage 3.
+  bool zero_init = true;
 
   // The --loss name: "liger", "fused", "standard" or "no-upcast".
   const char* loss_name() const {
