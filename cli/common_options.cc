@@ -41,7 +41,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
                  "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
                  "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
-                 "patches: the fused loss and its SwiGLU kernel) (default: standard)");
+                 "patches: the fused loss and its SwiGLU and RMSNorm kernels) (default: "
+                 "standard)");
   app.add_flag("--no-zero-init", o.no_zero_init,
                "stage 3: the model is built outside deepspeed.zero.Init (from_pretrained without "
                "HfDeepSpeedConfig, then deepspeed.initialize(model=...)): the engine moves it "
