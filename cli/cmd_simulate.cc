@@ -79,6 +79,7 @@ nlohmann::json result_json(const sim::StepResult& r) {
                                                      {"at_peak", breakdown_json(r.at_peak[t])},
                                                      {"steady", breakdown_json(r.steady[t])}};
   }
+  if (r.gpu_peak_at_init) mem["gpu"]["peak_phase"] = sim::phase_name(sim::Phase::kInit);
   j["memory"] = mem;
   j["fits"] = r.fit.fits();
   j["tasks"] = r.tasks;
@@ -145,6 +146,10 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
     }
     out << strformat("    %-12s %7.1f GiB  (%s)\n", kNames[tier], r.peak_bytes[tier] / kGiB,
                      parts.c_str());
+    if (tier == 0 && r.gpu_peak_at_init) {
+      out << "                 at deepspeed.initialize: the whole model on the GPU before "
+             "stage 3 partitions it (built outside zero.Init)\n";
+    }
   }
   // The verdict takes the larger of the simulated peak and the analytic bound (zplan memory's
   // per-phase peaks), as the planner does.

@@ -43,7 +43,12 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
                  "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
                  "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
-                 "patches: the fused loss and its SwiGLU kernel) (default: standard)");
+                 "patches: the fused loss and its SwiGLU and RMSNorm kernels) (default: "
+                 "standard)");
+  app.add_flag("--no-zero-init", o.no_zero_init,
+               "stage 3: the model is built outside deepspeed.zero.Init (from_pretrained without "
+               "HfDeepSpeedConfig, then deepspeed.initialize(model=...)): the engine moves it "
+               "whole to the GPU before partitioning it, a peak before the first step");
   app.add_option("--lora-rank", o.lora_rank,
                  "train LoRA adapters of this rank (PEFT), every base weight frozen");
   app.add_option("--lora-targets", o.lora_targets,
@@ -207,6 +212,7 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
     throw InputError("--loss",
                      "must be standard, no-upcast, fused or liger, got '" + o.loss + "'");
   }
+  w.zero_init = !o.no_zero_init;
   return w;
 }
 

@@ -44,6 +44,7 @@ struct SetupOptions {
   std::string attention;  // --attention as given; empty: sdpa
   bool no_flash_attention = false;  // the older spelling of --attention eager
   std::string loss;       // --loss: "", "standard", "no-upcast", "fused", "liger"
+  bool no_zero_init = false;  // --no-zero-init: the model is built outside deepspeed.zero.Init
   // Fine-tuning (models/finetune.h): --lora-rank, --lora-targets, --trainable.
   std::optional<int64_t> lora_rank;
   std::optional<std::string> lora_targets;

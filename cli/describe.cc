@@ -142,6 +142,7 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
   if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
+  if (!w.zero_init && c.zero.stage == 3) s += ", model built outside zero.Init";
   if (w.sequence_parallel > 1) {
     // The samples above count the data-parallel ranks only: the GPUs / sp (runtime/config.py).
     s += strformat(", Ulysses sequence parallel %d (%lld tokens per GPU)", w.sequence_parallel,
@@ -182,6 +183,7 @@ nlohmann::json setup_to_json(const Setup& setup) {
         {"data_parallel", sim::data_parallel_ranks(setup.cluster, setup.workload)},
         {"tp_overlap_comm", setup.workload.tp_overlap_comm}};
   }
+  if (!setup.workload.zero_init) j["workload"]["zero_init"] = false;
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }

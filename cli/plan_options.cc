@@ -199,6 +199,7 @@ nlohmann::json search_json(const planner::Problem& p, const planner::SearchResul
         {"size", p.workload.tensor_parallel},
         {"data_parallel", sim::data_parallel_ranks(p.cluster, p.workload)}};
   }
+  if (!p.workload.zero_init) j["workload"]["zero_init"] = false;
   j["batch"] = {{"global_batch", s.space.batch.global_batch},
                 {"per_gpu", s.space.batch.per_gpu},
                 {"origin", s.space.batch.origin}};

@@ -32,6 +32,18 @@
 // 2*T*(6h + 2A + 4f) (K and V repeated to the query width) + (4 + 2)*a*s*s*b (fp32 softmax output
 // and its 16-bit copy).
 //
+// RMSNorm models without Liger run Hugging Face's RMSNorm (LlamaRMSNorm.forward in
+// transformers/models/llama/modeling_llama.py, copied by Mistral, Qwen2/3, OLMo-2, DeepSeek):
+//   hidden_states = hidden_states.to(torch.float32)
+//   variance = hidden_states.pow(2).mean(-1, keepdim=True)      # pow saves the fp32 input
+//   hidden_states = hidden_states * torch.rsqrt(variance + eps)  # mul saves it again (same tensor)
+//   return self.weight * hidden_states.to(input_dtype)           # saves the D-byte normalized x
+// so each norm keeps 4 + D bytes per input element where the count above charges the D-byte
+// input: 4 more per element (rms_upcast_bytes), whatever D is (in fp32 the cast is the input
+// itself and the normalized copy is 4 bytes); with the norm's weight frozen (LoRA) the weight's
+// multiply saves nothing, so 4 - D more. Liger's RMSNorm (LigerRMSNorm) keeps its D-byte input
+// and one fp32 rstd per row, the count above.
+//
 // Everything below that is not a stored tensor of the paper's count is an estimate (reference §8
 // lists what is unconfirmed); docs/models.md has the same derivations.
 #include <algorithm>
@@ -40,6 +52,32 @@
 #include "models/model.h"
 
 namespace zplan::models {
+
+namespace {
+
+// Whether every norm of the layer trains its weight (LoRA freezes them with the other base
+// weights).
+bool norms_train(const Layer& layer) {
+  for (const Module& mod : layer.modules) {
+    if (!mod.norm) continue;
+    for (const Param& p : mod.params) {
+      if (!p.trainable) return false;
+    }
+  }
+  return true;
+}
+
+// Bytes an RMSNorm keeps per input element beyond the D-byte input the counts charge: Hugging
+// Face's RMSNorm keeps the fp32 copy (4) and, when its weight trains, the D-byte normalized
+// tensor (PyTorch saves a product's operand only for the other operand's gradient): 4 + D - D,
+// or 4 - D with a frozen weight. 0 for Liger's kernel and for LayerNorm (native_layer_norm keeps
+// its input and per-row fp32 mean and rstd).
+double rms_upcast_bytes(const ModelShape& m, const Layer& layer, const ActivationOptions& options) {
+  if (m.norm != Norm::kRmsNorm || options.fused_rmsnorm) return 0.0;
+  return 4.0 - (norms_train(layer) ? 0.0 : static_cast<double>(options.dtype_bytes));
+}
+
+}  // namespace
 
 LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t batch,
                                           const ActivationOptions& options) const {
@@ -82,8 +120,9 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     }
 
     case LayerKind::kFinalNorm:
-      // The norm keeps its input; workspace (estimate): incoming and outgoing gradients.
-      out.stored_bytes = dt * tokens * h;
+      // The norm keeps its input (and Hugging Face's RMSNorm its fp32 copy, rms_upcast_bytes);
+      // workspace (estimate): incoming and outgoing gradients.
+      out.stored_bytes = (dt + rms_upcast_bytes(m, layer, options)) * tokens * h;
       out.checkpoint_bytes = out.stored_bytes;
       out.workspace_bytes = 2 * dt * tokens * h;
       return out;
@@ -277,8 +316,17 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
       (qkv_elements + out_width + attention_extra + mlp_elements - unsaved_split) / t;
   const double elements = norm_inputs + gemm_inputs + split_elements - unsaved +
                           layer.adapter_elements;
-  out.stored_bytes =
-      dt * tokens * elements + (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
+  // The inputs of every norm: the block's, the q/k norms' (A + G, split under AutoTP) and
+  // MLA's latent norms (kv_a_layernorm over kv_lora, q_a_layernorm over q_lora).
+  double norm_elements = norm_inputs;
+  if (m.mla()) {
+    norm_elements += static_cast<double>(m.kv_lora_rank + m.q_lora_rank);
+  } else if (m.qk_norm != QkNorm::kNone) {
+    norm_elements += (q_width + k_width) / t;
+  }
+  out.stored_bytes = dt * tokens * elements +
+                     rms_upcast_bytes(m, layer, options) * tokens * norm_elements +
+                     (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
   // Full recompute keeps the block input only (reference §6).
   out.checkpoint_bytes = dt * tokens * h;
   // Estimate: the gradient entering and the one leaving the block, plus the largest set of

@@ -130,6 +130,8 @@ struct Module {
   // Non-empty when these parameters are the same tensors as another module's (a tied LM head
   // uses the embedding matrix): they are gathered again where used, but stored and counted once.
   std::string tied_to;
+  // A LayerNorm or RMSNorm (its weight and bias): models/activations.cc reads whether it trains.
+  bool norm = false;
 
   int64_t numel() const;
   int64_t trainable_numel() const;  // of the trainable params
@@ -222,6 +224,10 @@ struct ActivationOptions {
   int dtype_bytes = 2;          // 2 for fp16/bf16 training, 4 for fp32
   bool fused_loss = false;      // fused linear + cross-entropy: no [T x V] logits are stored
   bool fused_swiglu = false;    // Liger's SwiGLU kernel: the MLP keeps gate and up only
+  // Liger's RMSNorm kernel (LigerRMSNorm, installed with its SwiGLU by --loss liger): keeps
+  // its input in the compute dtype. Without it an RMSNorm model runs Hugging Face's
+  // LlamaRMSNorm, which keeps an fp32 copy of its input (activations.cc).
+  bool fused_rmsnorm = false;
   bool loss_upcast = true;      // the unfused loss upcasts the logits to fp32 first
   // Ulysses sequence parallelism over this many ranks: `seq` is the rank's s/sp tokens, but
   // eager attention's score tensors are heads/sp x s x s (after the all-to-all), sp times the

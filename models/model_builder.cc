@@ -176,7 +176,7 @@ class LayerBuilder {
 
   // LayerNorm (weight, bias) or RMSNorm (weight): reads and writes one 16-bit row, 4h bytes.
   void norm(const std::string& name, int64_t width, Norm kind) {
-    Module m{name, {{name + ".weight", width}}, ""};
+    Module m{name, {{name + ".weight", width}}, "", /*norm=*/true};
     if (kind == Norm::kLayerNorm) m.params.push_back({name + ".bias", width});
     int index = add_module(std::move(m));
     memory_op(name, 4.0 * static_cast<double>(width), index);
@@ -212,7 +212,7 @@ class LayerBuilder {
   // A norm whose kernel reads and writes `row` elements per token (q/k norms: the whole
   // projection) while its weight has `width` elements.
   void norm(const std::string& name, int64_t width, Norm kind, int64_t row) {
-    Module m{name, {{name + ".weight", width}}, ""};
+    Module m{name, {{name + ".weight", width}}, "", /*norm=*/true};
     if (kind == Norm::kLayerNorm) m.params.push_back({name + ".bias", width});
     int index = add_module(std::move(m));
     memory_op(name, 4.0 * static_cast<double>(row), index);

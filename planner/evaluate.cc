@@ -77,7 +77,7 @@ Evaluation analytic_evaluation(const Problem& problem, const sim::DsConfig& conf
                                const sim::ZeroSizes& sizes) {
   Evaluation e;
   const sim::MemoryReport m =
-      sim::analyze_memory(problem.model, problem.cluster, config, sizes,
+      sim::analyze_memory(problem.model, problem.cluster, config, problem.workload, sizes,
                           sim::plan_activations(problem.model, config, problem.workload));
   for (int t = 0; t < sim::kNumTiers; ++t) {
     e.peak_bytes[t] = m.tiers[t].peak_bytes;

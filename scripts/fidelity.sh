@@ -114,7 +114,8 @@ if sys.argv[6] == "1":
                 c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], ((", offload " + ", ".join(off)) if off else "") + "".join(", " + x for x in zpp),
                 c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
                 c.get("attention", "flash attention" if c["flash_attention"] else "no fused attention")
-                + (", %s loss" % c["loss"] if "loss" in c else ""))
+                + (", %s loss" % c["loss"] if "loss" in c else "")
+                + (", model built outside zero.Init" if c.get("zero_init") is False else ""))
             comp = "; ".join(
                 "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
                                 " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
@@ -181,6 +182,10 @@ def run_case(c, tmp, sets=None):
     # "loss" (optional): "fused" where the source uses a fused linear + cross-entropy (Liger).
     if "loss" in c:
         cmd += ["--loss", c["loss"]]
+    # "zero_init" (optional): false where the source builds the model outside deepspeed.zero.Init
+    # and hands it to deepspeed.initialize (ZeRO-3 then moves it whole to the GPU first).
+    if c.get("zero_init") is False:
+        cmd.append("--no-zero-init")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

@@ -83,6 +83,9 @@ ActivationPlan plan_activations(const models::Model& model, const DsConfig& conf
   options.flash_attention = workload.fused_attention();
   options.fused_loss = workload.fused_loss;
   options.fused_swiglu = workload.fused_swiglu;
+  // Liger's patches (use_liger_kernel, apply_liger_kernel_to_llama) replace RMSNorm together
+  // with SwiGLU and the loss: --loss liger sets all three.
+  options.fused_rmsnorm = workload.fused_swiglu;
   options.loss_upcast = workload.loss_upcast;
   options.dtype_bytes = precision_bytes(config.precision);
   // Ulysses: the rank holds s/sp tokens of each sample (sim/sequence_parallel.h).
@@ -124,6 +127,8 @@ const char* phase_name(Phase phase) {
       return "backward";
     case Phase::kStep:
       return "step";
+    case Phase::kInit:
+      return "init";
   }
   return "?";
 }
@@ -366,9 +371,19 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
                             const DsConfig& config, const Workload& workload) {
   // AutoTP: `model` is the rank's shard, partitioned over the data-parallel group.
   assert(model.tensor_parallel() == workload.tensor_parallel);
-  return analyze_memory(model, cluster, config,
+  return analyze_memory(model, cluster, config, workload,
                         zero_sizes(model, data_parallel_ranks(cluster, workload), config),
                         plan_activations(model, config, workload));
+}
+
+MemoryBreakdown init_gpu_memory(const ZeroSizes& s, const hardware::Cluster& cluster,
+                                const DsConfig& config, const Workload& workload) {
+  MemoryBreakdown m;
+  if (config.zero.stage != 3 || workload.zero_init) return m;
+  m[Category::kParams16] = s.param_bytes * s.psi;
+  m[Category::kRuntime] =
+      cluster.profile.runtime.cuda_context_bytes + cluster.profile.runtime.nccl_buffer_bytes;
+  return m;
 }
 
 namespace {
@@ -610,8 +625,10 @@ void scale_phases(const hardware::Cluster& cluster, MemoryReport* report) {
   }
 }
 
-// Each tier's peak over the phases against its capacity, and the host pool's combined peak.
-void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
+// Each tier's peak over the phases (and the GPU's over `init`, init_gpu_memory with
+// fragmentation) against its capacity, and the host pool's combined peak.
+void summarize_tiers(const hardware::Cluster& cluster, const MemoryBreakdown& init,
+                     MemoryReport* report) {
   const auto& prof = cluster.profile;
   const double capacity[kNumTiers] = {prof.gpu.memory_bytes, prof.node.host_memory_bytes,
                                       prof.node.host_memory_bytes, prof.node.nvme_capacity_bytes};
@@ -627,6 +644,12 @@ void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
       }
     }
   }
+  TierSummary& gpu = report->tiers[kGpu];
+  if (init.total() > gpu.peak_bytes) {
+    gpu.peak_bytes = init.total();
+    gpu.peak_phase = Phase::kInit;
+    gpu.at_peak = init;
+  }
   for (const PhaseMemory& pm : report->phases) {
     report->host_peak_bytes =
         std::max(report->host_peak_bytes, pm.tiers[kPinned].total() + pm.tiers[kHost].total());
@@ -636,7 +659,7 @@ void summarize_tiers(const hardware::Cluster& cluster, MemoryReport* report) {
 }  // namespace
 
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
-                            const DsConfig& config, const ZeroSizes& s,
+                            const DsConfig& config, const Workload& workload, const ZeroSizes& s,
                             const ActivationPlan& acts) {
   const PhaseWalk walk(model, cluster, config, s, acts);
   MemoryReport report;
@@ -644,7 +667,9 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
   report.phases[1] = walk.backward_peak();
   report.phases[2] = walk.step_phase();
   scale_phases(cluster, &report);
-  summarize_tiers(cluster, &report);
+  MemoryBreakdown init = init_gpu_memory(s, cluster, config, workload);
+  init.add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+  summarize_tiers(cluster, init, &report);
   report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
   return report;
 }

@@ -24,9 +24,12 @@
 
 namespace zplan::sim {
 
-enum class Phase { kForward, kBackward, kStep };
+// The phases of a training step, and kInit: deepspeed.initialize before the first step, a peak
+// only when stage 3 partitions a model built outside zero.Init (init_gpu_memory). MemoryReport
+// keeps a PhaseMemory per step phase (kNumPhases); kInit appears only as a tier's peak_phase.
+enum class Phase { kForward, kBackward, kStep, kInit };
 inline constexpr int kNumPhases = 3;
-const char* phase_name(Phase phase);  // "forward", "backward", "step"
+const char* phase_name(Phase phase);  // "forward", "backward", "step", "init"
 
 // Stage 0 all-reduces gradients in flattened pieces of MEMORY_OPT_ALLREDUCE_SIZE elements
 // (engine.py: buffered_allreduce_fallback), reference/deepspeed_internals.md §4.2.
@@ -134,6 +137,18 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& sizes,
                                                          const hardware::Cluster& cluster,
                                                          const DsConfig& config);
 
+// The GPU (per GPU, without fragmentation) while deepspeed.initialize holds the whole model
+// before stage 3 partitions it: stage 3 with workload.zero_init false, else all zero. The engine
+// moves a module that is not already partitioned to the GPU in the model dtype
+// (engine.py DeepSpeedEngine._configure_distributed_model: `self.module.to(self.device)` unless
+// is_zero_init_model, after _cast_module_mixed_precision), then DeepSpeedZeRoOffload converts it
+// parameter by parameter (partition_parameters.py Init._convert_to_zero_parameters ->
+// _zero_init_param -> partition), so the peak is the whole 16-bit model; stage3.py's defragment
+// (runtime/zero/utils.py) then empties the allocator's cache before training. Counted as
+// kParams16, with the runtime (CUDA context, NCCL buffers: the conversion broadcasts).
+MemoryBreakdown init_gpu_memory(const ZeroSizes& sizes, const hardware::Cluster& cluster,
+                                const DsConfig& config, const Workload& workload);
+
 // REQUIRES: config passed validate_ds_config for cluster.gpus; `model` is the shard of
 // workload.tensor_parallel (models::tensor_parallel_shard), partitioned over the GPUs / it.
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
@@ -141,8 +156,8 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
 // The same, from the sizes and activations the caller already has (zero_sizes for
 // cluster.gpus and plan_activations of the same config and workload).
 MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster& cluster,
-                            const DsConfig& config, const ZeroSizes& sizes,
-                            const ActivationPlan& acts);
+                            const DsConfig& config, const Workload& workload,
+                            const ZeroSizes& sizes, const ActivationPlan& acts);
 
 }  // namespace zplan::sim
 

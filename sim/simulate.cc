@@ -315,8 +315,21 @@ StepResult simulate_step(const models::Model& model, const hardware::Cluster& cl
     offset_s += dur;
   }
   finish_rates(cluster, builder, &res);
+  {
+    // The run's GPU peak may come before the step: deepspeed.initialize holding the whole model
+    // (init_gpu_memory), with the same fragmentation as the step's peak.
+    MemoryBreakdown init = init_gpu_memory(builder.sizes(), cluster, config, workload);
+    init.add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
+    const int gpu = static_cast<int>(Tier::kGpu);
+    if (init.total() > res.peak_bytes[gpu]) {
+      res.peak_bytes[gpu] = init.total();
+      res.at_peak[gpu] = init;
+      res.gpu_peak_at_init = true;
+    }
+  }
   if (options.analytic_memory) {
-    res.analytic = analyze_memory(model, cluster, config, builder.sizes(), builder.activations());
+    res.analytic =
+        analyze_memory(model, cluster, config, workload, builder.sizes(), builder.activations());
   }
   res.host_peak_bytes = res.peak_bytes[static_cast<int>(Tier::kPinnedHost)] +
                         res.peak_bytes[static_cast<int>(Tier::kHost)];

@@ -106,6 +106,9 @@ struct StepResult {
   std::array<double, kNumTiers> peak_bytes{};
   std::array<MemoryBreakdown, kNumTiers> at_peak{};
   std::array<MemoryBreakdown, kNumTiers> steady{};
+  // The GPU peak is deepspeed.initialize's, before the first step: stage 3 partitioning a model
+  // built outside zero.Init (init_gpu_memory), which held more than the step does.
+  bool gpu_peak_at_init = false;
   MemoryReport analytic;  // the analytic model's view, for the verdict and comparison
   double host_peak_bytes = 0;
   // The larger of the simulated peak and (if computed) the analytic bound, per tier, against

@@ -82,9 +82,9 @@ void visit(const DsConfig& s, F& f) {
 template <typename F>
 void visit(const Workload& s, F& f) {
   const auto& [seq_len, attention, fused_loss, fused_swiglu, loss_upcast, sequence_parallel,
-               tensor_parallel, tp_overlap_comm] = s;
+               tensor_parallel, tp_overlap_comm, zero_init] = s;
   f(seq_len), f(attention), f(fused_loss), f(fused_swiglu), f(loss_upcast);
-  f(sequence_parallel), f(tensor_parallel), f(tp_overlap_comm);
+  f(sequence_parallel), f(tensor_parallel), f(tp_overlap_comm), f(zero_init);
 }
 
 template <typename F>

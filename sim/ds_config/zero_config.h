@@ -189,9 +189,10 @@ struct Workload {
   // A fused linear + cross-entropy loss (Liger's LigerFusedLinearCrossEntropyLoss, Apple's Cut
   // Cross-Entropy): the [b, s, vocab] logits and their fp32 copies are never materialized.
   bool fused_loss = false;
-  // Liger-Kernel's SwiGLU (LigerSiLUMulFunction, liger_kernel/ops/swiglu.py), which Liger's
-  // patches (use_liger_kernel=True, apply_liger_kernel_to_llama) install with its fused loss:
-  // the MLP keeps fewer tensors (models::ActivationOptions::fused_swiglu). Set by --loss liger.
+  // Liger-Kernel's SwiGLU (LigerSiLUMulFunction, liger_kernel/ops/swiglu.py) and RMSNorm
+  // (LigerRMSNorm), which Liger's patches (use_liger_kernel=True, apply_liger_kernel_to_llama)
+  // install with its fused loss: the MLP and the norms keep fewer tensors
+  // (models::ActivationOptions::fused_swiglu, fused_rmsnorm). Set by --loss liger.
   bool fused_swiglu = false;
   // Without the fused loss: whether the loss upcasts the logits to fp32 first (Hugging Face's
   // ForCausalLMLoss does); false = the loss on the 16-bit logits, as 2021 transformers' GPT-2
@@ -207,6 +208,11 @@ struct Workload {
   // tensor_parallel.tp_overlap_comm: the column-split layers' input-gradient all-reduce runs
   // beside their weight-gradient GEMM (sim/tensor_parallel.h).
   bool tp_overlap_comm = false;
+  // Stage 3: whether the model was built under deepspeed.zero.Init (Hugging Face's Trainer and
+  // Accelerate build it so: from_pretrained under HfDeepSpeedConfig). false (--no-zero-init):
+  // it was built on the host and handed to deepspeed.initialize, whose engine moves it whole to
+  // the GPU before stage 3 partitions it (sim::init_gpu_memory). No effect below stage 3.
+  bool zero_init = true;
 
   // The --loss name: "liger", "fused", "standard" or "no-upcast".
   const char* loss_name() const {

@@ -579,6 +579,31 @@ TEST_CASE("the liger loss keeps less than the fused loss on a SwiGLU model", "[c
   CHECK(gpu_peak_with_loss(base, "liger") < gpu_peak_with_loss(base, "fused"));
 }
 
+TEST_CASE("ZeRO-3 with --no-zero-init counts the whole model at deepspeed.initialize", "[cli]") {
+  // Llama-2-70B, ZeRO-3 with full CPU offload on 8 A100-80GB: the step fits, but a model handed
+  // to deepspeed.initialize unpartitioned is moved to the GPU whole first, 128.5 GiB in bf16.
+  const std::string base =
+      "--model llama2-70b --gpus 8 --hw a100 --stage 3 --offload-optimizer cpu "
+      "--offload-param cpu --seq-len 1024 ";
+  RunResult plain = run_zplan("memory " + base + "--json");
+  REQUIRE(plain.exit_code == 0);
+  const nlohmann::json pj = nlohmann::json::parse(plain.out);
+  CHECK(pj["memory"]["tiers"]["gpu"]["peak_phase"] != "init");
+  CHECK_FALSE(pj["workload"].contains("zero_init"));
+  RunResult outside = run_zplan("memory " + base + "--no-zero-init --json");
+  REQUIRE(outside.exit_code == 0);
+  const nlohmann::json oj = nlohmann::json::parse(outside.out);
+  CHECK(oj["memory"]["tiers"]["gpu"]["peak_phase"] == "init");
+  CHECK(oj["workload"]["zero_init"] == false);
+  RunResult text = run_zplan("simulate " + base + "--no-zero-init");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("at deepspeed.initialize: the whole model on the GPU") != std::string::npos);
+  CHECK(text.out.find("DOES NOT FIT: GPU short by") != std::string::npos);
+  RunResult sim = run_zplan("simulate " + base + "--no-zero-init --json");
+  REQUIRE(sim.exit_code == 0);
+  CHECK(nlohmann::json::parse(sim.out)["result"]["memory"]["gpu"]["peak_phase"] == "init");
+}
+
 TEST_CASE("the loss on 16-bit logits keeps less than the upcast one", "[cli]") {
   // 2021 GPT-2 (--loss no-upcast): 6 bytes per logit at the loss's peak instead of 12; at 8 x 2048
   // tokens of a 50257-word vocabulary that is the peak of a 125M model without checkpointing.

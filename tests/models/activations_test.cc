@@ -77,17 +77,25 @@ TEST_CASE("Llama block counted from its own ops", "[models]") {
     Model m = load_model("llama2-7b");  // h 4096, a 32, g*d = h, f 11008
     const double h = 4096, a = 32, f = 11008;
     // Norm inputs 4sbh, qkv input 2sbh, Q 2sbh, K and V 2*2*sbh, o_proj input 2sbh, gate/up
-    // input 2sbh, gate, up, silu(gate), product 4*2*s*b*f: 16sbh + 8sbf; flash stats 4*a*s*b.
+    // input 2sbh, gate, up, silu(gate), product 4*2*s*b*f: 16sbh + 8sbf; flash stats 4*a*s*b;
+    // and Hugging Face's LlamaRMSNorm keeps an fp32 copy of each norm's input besides its bf16
+    // normalized output: 4 more bytes per element of the two norm inputs, 8sbh.
     LayerActivations act = m.layer_activations(5, 4096, 2, flash(true));
-    CHECK(act.stored_bytes == 16 * s * b * h + 8 * s * b * f + 4 * a * s * b);
+    CHECK(act.stored_bytes == 24 * s * b * h + 8 * s * b * f + 4 * a * s * b);
     // Eager (HF eager_attention_forward): the fp32 softmax output 4*a*s^2*b and its bf16 copy
     // 2*a*s^2*b (no GQA here, so no repeated K/V beyond what flash keeps).
     CHECK(m.layer_activations(5, 4096, 2, flash(false)).stored_bytes ==
-          16 * s * b * h + 8 * s * b * f + 6 * a * s * s * b);
+          24 * s * b * h + 8 * s * b * f + 6 * a * s * s * b);
     // fp32 training: .to(query.dtype) returns the fp32 softmax output itself, one 4-byte copy;
-    // every element tensor doubles.
+    // every element tensor doubles; each norm keeps its fp32 input and the fp32 normalized
+    // copy (.to(torch.float32) returns the input itself): 4 more bytes per norm element, 8sbh.
     CHECK(m.layer_activations(5, 4096, 2, flash(false, 4)).stored_bytes ==
-          2 * (16 * s * b * h + 8 * s * b * f) + 4 * a * s * s * b);
+          2 * (16 * s * b * h + 8 * s * b * f) + 8 * s * b * h + 4 * a * s * s * b);
+    // Liger's RMSNorm keeps the bf16 input only: 8sbh less, the checkpoint unchanged.
+    ActivationOptions liger_norm = flash(true);
+    liger_norm.fused_rmsnorm = true;
+    CHECK(m.layer_activations(5, 4096, 2, liger_norm).stored_bytes ==
+          16 * s * b * h + 8 * s * b * f + 4 * a * s * b);
     CHECK(act.checkpoint_bytes == 2 * s * b * h);
     // Workspace estimate: in/out gradients 4sbh + SwiGLU's three gradients 3*2*s*b*f.
     CHECK(act.workspace_bytes == 4 * s * b * h + 6 * s * b * f);
@@ -99,21 +107,23 @@ TEST_CASE("Llama block counted from its own ops", "[models]") {
     CHECK(act.stored_bytes - fused.stored_bytes == 2 * s * b * f);
     CHECK(fused.workspace_bytes == 4 * s * b * h + 2 * s * b * f);
     CHECK(fused.checkpoint_bytes == act.checkpoint_bytes);
-    // Not a SwiGLU model: nothing changes.
+    // Not a SwiGLU model, nor an RMSNorm one (LayerNorm keeps its input and per-row fp32
+    // statistics): nothing changes.
     Model gpt = load_model("125m");
+    liger.fused_rmsnorm = true;
     CHECK(gpt.layer_activations(1, 4096, 2, liger).stored_bytes ==
           gpt.layer_activations(1, 4096, 2, flash(true)).stored_bytes);
   }
   {
     Model m = load_model("llama3-8b");  // GQA: g*d = 1024
     const double h = 4096, gd = 1024, a = 32, f = 14336;
-    // 2*s*b*(6h + 2*g*d + 4f) + 4*a*s*b.
+    // 2*s*b*(6h + 2*g*d + 4f) + 4*a*s*b, plus the norms' fp32 input copies 8sbh.
     CHECK(m.layer_activations(1, 4096, 2, flash(true)).stored_bytes ==
-          2 * s * b * (6 * h + 2 * gd + 4 * f) + 4 * a * s * b);
+          2 * s * b * (6 * h + 2 * gd + 4 * f) + 8 * s * b * h + 4 * a * s * b);
     // Eager: repeat_kv copies K and V to the query width (2*2*s*b*h, not 2*2*s*b*g*d), plus
     // the fp32 and bf16 probabilities.
     CHECK(m.layer_activations(1, 4096, 2, flash(false)).stored_bytes ==
-          2 * s * b * (6 * h + 2 * h + 4 * f) + 6 * a * s * s * b);
+          2 * s * b * (6 * h + 2 * h + 4 * f) + 8 * s * b * h + 6 * a * s * s * b);
   }
 }
 
@@ -123,13 +133,13 @@ TEST_CASE("attention dropout in a Llama config stores the probability mask", "[m
     "attention_dropout": 0.1})";
   Model m = model_from_hf_config(nlohmann::json::parse(config), "config.json");
   const double s = 512, b = 2, h = 256, a = 4, f = 512;
-  // 2*s*b*(6h + 2h + 4f) + fp32 softmax output 4*a*s^2*b + its bf16 copy 2*a*s^2*b + mask
-  // a*s^2*b + dropped copy 2*a*s^2*b.
+  // 2*s*b*(6h + 2h + 4f) + the norms' fp32 input copies 8sbh + fp32 softmax output
+  // 4*a*s^2*b + its bf16 copy 2*a*s^2*b + mask a*s^2*b + dropped copy 2*a*s^2*b.
   CHECK(m.layer_activations(1, 512, 2, flash(false)).stored_bytes ==
-        2 * s * b * (8 * h + 4 * f) + 9 * a * s * s * b);
+        2 * s * b * (8 * h + 4 * f) + 8 * s * b * h + 9 * a * s * s * b);
   // Flash attention regenerates the mask: statistics only.
   CHECK(m.layer_activations(1, 512, 2, flash(true)).stored_bytes ==
-        2 * s * b * (8 * h + 4 * f) + 4 * a * s * b);
+        2 * s * b * (8 * h + 4 * f) + 8 * s * b * h + 4 * a * s * b);
 }
 
 TEST_CASE("embedding, final norm and LM head activations", "[models]") {
@@ -166,9 +176,16 @@ TEST_CASE("embedding, final norm and LM head activations", "[models]") {
   CHECK(head.stored_bytes == 2 * s * b * h + 2 * s * b * V + 8 * s * b);
   CHECK(head.workspace_bytes == 4 * s * b * V);
 
-  // Llama: no embedding dropout.
+  // Llama: no embedding dropout; the final RMSNorm keeps its bf16 input's fp32 copy too
+  // (Hugging Face's LlamaRMSNorm): (2 + 4)sbh, or 2sbh under Liger's RMSNorm.
   Model llama = load_model("llama2-7b");
   CHECK(llama.layer_activations(0, 2048, 2, flash(true)).stored_bytes == 8 * s * b);
+  const size_t final_norm = llama.layers().size() - 2;
+  CHECK(llama.layer_activations(final_norm, 2048, 2, flash(true)).stored_bytes ==
+        6 * s * b * 4096);
+  ActivationOptions liger = flash(true);
+  liger.fused_rmsnorm = true;
+  CHECK(llama.layer_activations(final_norm, 2048, 2, liger).stored_bytes == 2 * s * b * 4096);
 }
 
 TEST_CASE("MLP layers: what the executor allocates", "[models]") {

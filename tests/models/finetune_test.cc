@@ -115,28 +115,31 @@ TEST_CASE("a trainable fraction freezes whole layers from the bottom, embedding 
 
 TEST_CASE("a frozen linear's input is not saved unless an adapter or another reader keeps it",
           "[models]") {
-  // llama3-8b, s = 2048, b = 1, bf16, sdpa: a block keeps 2*T*(6h + 2G + 4f) + 4*a*T
-  // (models/activations.cc). With LoRA on q and v only: the MLP input (h, read by the frozen
-  // gate and up) and the down projection's input (f) are no longer saved; the attention input
-  // stays (lora_A of q and v saves it); the output projection's input stays (flash attention
-  // keeps it as O); each adapter adds its rank-16 lora_A output.
+  // llama3-8b, s = 2048, b = 1, bf16, sdpa: a block keeps 2*T*(6h + 2G + 4f) + 4*a*T, plus
+  // the two RMSNorms' fp32 input copies 4*T*2h (models/activations.cc). With LoRA on q and v
+  // only: the MLP input (h, read by the frozen gate and up) and the down projection's input (f)
+  // are no longer saved; the attention input stays (lora_A of q and v saves it); the output
+  // projection's input stays (flash attention keeps it as O); each adapter adds its rank-16
+  // lora_A output; and the frozen norm weights' multiply saves no normalized bf16 copy, so the
+  // norms keep 4 - 2 bytes per element beyond the bf16 input counted: 2*T*2h.
   const Model base = load_model("llama3-8b");
   const Model qv = lora("llama3-8b", 16, "q_proj,v_proj");
   const double T = 2048, h = 4096, G = 1024, f = 14336, a = 32, r = 16;
   ActivationOptions o;
-  CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes == 2 * T * (6 * h + 2 * G + 4 * f) +
-                                                                  4 * a * T);
+  CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes ==
+        2 * T * (6 * h + 2 * G + 4 * f) + 4 * T * 2 * h + 4 * a * T);
   CHECK(qv.layer_activations(1, 2048, 1, o).stored_bytes ==
-        2 * T * (6 * h + 2 * G + 4 * f - h - f + 2 * r) + 4 * a * T);
+        2 * T * (6 * h + 2 * G + 4 * f - h - f + 2 * r) + 2 * T * 2 * h + 4 * a * T);
   // Eager attention: the output projection's input (A = h) is dropped too.
   o.flash_attention = false;
   CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes -
             qv.layer_activations(1, 2048, 1, o).stored_bytes ==
-        2 * T * (h + f + h - 2 * r));
-  // all-linear: every input is still saved, plus seven rank-r outputs.
+        2 * T * (h + f + h - 2 * r) + 2 * T * 2 * h);
+  // all-linear: every input is still saved, plus seven rank-r outputs; the frozen norms keep
+  // no normalized bf16 copy (2 bytes less per element of the two norm inputs).
   o.flash_attention = true;
   CHECK(lora("llama3-8b", 16, "all-linear").layer_activations(1, 2048, 1, o).stored_bytes ==
-        base.layer_activations(1, 2048, 1, o).stored_bytes + 2 * T * 7 * r);
+        base.layer_activations(1, 2048, 1, o).stored_bytes + 2 * T * 7 * r - 2 * T * 2 * h);
 }
 
 TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {

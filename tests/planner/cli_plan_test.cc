@@ -142,13 +142,13 @@ TEST_CASE("without --precision, GPUs that have no bf16 (V100) are planned in fp1
 
 TEST_CASE("plan says small shortfalls in MiB and refuses an infinite --offload-margin",
           "[planner][cli]") {
-  // Llama-2-70B on 64 V100s without offload at 4288 tokens misses by 86 MiB: it said "OOM by
+  // Llama-2-70B on 64 V100s without offload at 4200 tokens misses by 71 MiB: it said "OOM by
   // 0.1 GiB".
   RunResult r = run_zplan(
       "--model llama2-70b --gpus 64 --nodes 8 --hw v100 --offload-optimizer none "
-      "--offload-param none --seq-len 4288 --json --force --out /tmp/zplan-cli-plan-test-ds.json");
+      "--offload-param none --seq-len 4200 --json --force --out /tmp/zplan-cli-plan-test-ds.json");
   CHECK(r.exit_code == 3);  // nothing fits: nothing written
-  CHECK(r.out.find("OOM by 86 MiB on GPU") != std::string::npos);
+  CHECK(r.out.find("OOM by 71 MiB on GPU") != std::string::npos);
   expect_one_line_error(
       run_zplan("--model 13b --gpus 8 --hw a100-40g --offload-margin inf --out x.json"), 1,
       "--offload-margin: must be a fraction >= 0, got inf");
@@ -231,22 +231,23 @@ TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked",
 }  // namespace
 TEST_CASE("memory and simulate say when a config fits only inside the planner's headroom",
           "[planner][cli]") {
-  // Llama-2-7B with examples/ds_configs/zero2.json: 77.1 of 80 GiB, 3.6% free. sweep prunes it
-  // (5% headroom); memory and simulate said "fits" without a word about that.
+  // Llama-2-7B with examples/ds_configs/zero2.json at 3400 tokens: 76.9 of 80 GiB, 3.8% free.
+  // sweep prunes it (5% headroom); memory and simulate said "fits" without a word about that.
   const std::string setup =
-      " --model llama2-7b --gpus 8 --hw a100 --ds-config examples/ds_configs/zero2.json";
+      " --model llama2-7b --gpus 8 --hw a100 --ds-config examples/ds_configs/zero2.json"
+      " --seq-len 3400";
   const std::string remark =
-      "(GPU 3.6% free: under the 5% headroom that plan and sweep keep, so they rule it out)";
+      "(GPU 3.8% free: under the 5% headroom that plan and sweep keep, so they rule it out)";
   RunResult memory = run_zplan("memory" + setup);
   REQUIRE(memory.exit_code == 0);
-  CHECK(memory.out.find("fits, 2.9 GiB free " + remark) != std::string::npos);
+  CHECK(memory.out.find("fits, 3.1 GiB free " + remark) != std::string::npos);
   RunResult simulate = run_zplan("simulate" + setup);
   REQUIRE(simulate.exit_code == 0);
   CHECK(simulate.out.find("host 24.0 of 2048 GiB per node " + remark) != std::string::npos);
   RunResult sweep = run_zplan(
       "sweep --model llama2-7b --gpus 8 --hw a100 --stage 2 --offload-optimizer none "
       "--micro-batch 2 --gas 8 --checkpointing none --overlap-comm true --reduce-bucket 5e8 "
-      "--json");
+      "--seq-len 3400 --json");
   REQUIRE(sweep.exit_code == 0);
   CHECK(nlohmann::json::parse(sweep.out)["configs"][0]["verdict"] == "pruned");
   // With room to spare, no remark.

@@ -180,6 +180,45 @@ TEST_CASE("persistence threshold keeps small parameters gathered in stage 3", "[
   CHECK(persistent("1e12") == Approx(static_cast<double>(model.num_params())));
 }
 
+TEST_CASE("a ZeRO-3 model built outside zero.Init peaks at initialization: the whole model",
+          "[memory]") {
+  // deepspeed.initialize moves a module that is not yet partitioned to the GPU whole before
+  // stage 3 partitions it (engine.py _configure_distributed_model): p * Ψ. Llama-2-7B in fp16:
+  // 2 * 6,738,415,616 = 13,476,831,232 bytes. On 64 ideal GPUs (no runtime memory, no
+  // fragmentation) at 128 tokens the step holds less than half of it: 16Ψ/64 = 1.7 GB of
+  // states, the 1 GB IPG bucket, gathered parameters and small activations.
+  const models::Model model = models::load_model("llama2-7b");
+  const hardware::Cluster cluster = ideal_cluster(64, 8);
+  const DsConfig c = config(zero_json(3), 64, 4096);
+  Workload built_outside{128, Attention::kSdpa};
+  built_outside.zero_init = false;
+  const Workload under_init{128, Attention::kSdpa};
+  const double init = 2.0 * 6'738'415'616;
+  const MemoryReport r = analyze_memory(model, cluster, c, built_outside);
+  CHECK(r[Tier::kGpu].peak_bytes == init);
+  CHECK(r[Tier::kGpu].peak_phase == Phase::kInit);
+  CHECK(r[Tier::kGpu].at_peak[Category::kParams16] == init);
+  const MemoryReport usual = analyze_memory(model, cluster, c, under_init);
+  CHECK(usual[Tier::kGpu].peak_phase != Phase::kInit);
+  CHECK(usual[Tier::kGpu].peak_bytes < init / 2);
+  // The step's phases are the same either way.
+  CHECK(r.phases[1][Tier::kGpu].total() == usual.phases[1][Tier::kGpu].total());
+  // The runtime is there from the start: the init moment carries the CUDA context and NCCL
+  // buffers too.
+  hardware::Profile profile = testing::ideal_profile();
+  profile.runtime.cuda_context_bytes = 1e9;
+  profile.runtime.nccl_buffer_bytes = 0.5e9;
+  const hardware::Cluster with_runtime = hardware::make_cluster(profile, 64, 8);
+  const MemoryBreakdown at_init =
+      init_gpu_memory(zero_sizes(model, 64, c), with_runtime, c, built_outside);
+  CHECK(at_init.total() == init + 1.5e9);
+  // Below stage 3 the whole model is on the GPU in every phase: nothing changes.
+  const DsConfig z2 = config(zero_json(2), 64, 4096);
+  CHECK(init_gpu_memory(zero_sizes(model, 64, z2), cluster, z2, built_outside).total() == 0);
+  CHECK(analyze_memory(model, cluster, z2, built_outside)[Tier::kGpu].peak_bytes ==
+        analyze_memory(model, cluster, z2, under_init)[Tier::kGpu].peak_bytes);
+}
+
 TEST_CASE("the zero_sizes cache answers what zero_sizes computes, field by field", "[memory]") {
   // Configs that differ in every field zero_sizes reads, and in some it does not, asked in an
   // order where each follows one that differs from it in one field: a key missing a field would

@@ -410,6 +410,38 @@ TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs bo
   CHECK(ok.fit.fits());
 }
 
+TEST_CASE("a model built outside zero.Init: the run's GPU peak is deepspeed.initialize's",
+          "[simulate]") {
+  // Llama-2-70B with ZeRO-3 and full CPU offload on 8 A100-80GB fits its step, but a model
+  // handed to deepspeed.initialize unpartitioned is moved to the GPU whole first:
+  // 2 * 68,976,648,192 bytes = 128.5 GiB in bf16, plus the CUDA context, NCCL buffers and the
+  // profile's fragmentation on the 128.5 GiB. The step's figures do not change.
+  const models::Model model = models::load_model("llama2-70b");
+  const hardware::Cluster cluster = hardware::make_cluster(hardware::load_profile("a100"), 8, 1);
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                            "offload_param": {"device": "cpu"}}})",
+                            8, 8192);
+  Workload w{1024, Attention::kSdpa};
+  const StepResult usual = simulate_step(model, cluster, c, w);
+  w.zero_init = false;
+  const StepResult outside = simulate_step(model, cluster, c, w);
+  const int gpu = static_cast<int>(Tier::kGpu);
+  const auto& rt = cluster.profile.runtime;
+  const double model_bytes = 2.0 * 68'976'648'192;
+  CHECK_FALSE(usual.gpu_peak_at_init);
+  CHECK(usual.fit.fits());
+  CHECK(outside.gpu_peak_at_init);
+  CHECK(outside.peak_bytes[gpu] ==
+        Approx(model_bytes * (1 + rt.allocator_fragmentation) + rt.cuda_context_bytes +
+               rt.nccl_buffer_bytes)
+            .epsilon(1e-12));
+  CHECK(outside.at_peak[gpu][Category::kParams16] == model_bytes);
+  CHECK_FALSE(outside.fit.fits());
+  CHECK(outside.analytic[Tier::kGpu].peak_phase == Phase::kInit);
+  CHECK(outside.step_time_s == usual.step_time_s);
+}
+
 TEST_CASE("the critical path accounts for the whole step", "[simulate]") {
   const models::Model model = models::load_model("20b");
   DsConfig c = config(zero_json(3, "", 1, 2), 8, 6144);
