@@ -139,6 +139,13 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
                                                            : ", checkpointing full")
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
+  if (!c.optimizer.is_adam()) {
+    // The file's optimizer block builds something other than Adam: its states change memory.
+    const bool cpu = c.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+    s += strformat(", optimizer %s (%d fp32 state%s)",
+                   (cpu ? c.optimizer.cpu_name : c.optimizer.name).c_str(), c.optimizer.states,
+                   c.optimizer.states == 1 ? "" : "s");
+  }
   if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
   if (w.sequence_parallel > 1) {
     // The samples above count the data-parallel ranks only: the GPUs / sp (runtime/config.py).
@@ -165,6 +172,11 @@ nlohmann::json setup_to_json(const Setup& setup) {
   if (setup.workload.sequence_parallel > 1) {
     j["workload"]["ulysses_sequence_parallel"] = setup.workload.sequence_parallel;
   }
+  const bool cpu_optimizer = setup.config.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+  j["optimizer"] = {
+      {"class", cpu_optimizer ? setup.config.optimizer.cpu_name : setup.config.optimizer.name},
+      {"fp32_states", setup.config.optimizer.states},
+      {"from_ds_config", setup.config.optimizer.from_file}};
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }
