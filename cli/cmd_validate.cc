@@ -124,6 +124,11 @@ int run_validate(ValidateCliOptions o) {
                      "validate runs the reference executor, which does not split layers; "
                      "predict AutoTP with simulate, memory or plan");
   }
+  if (!s.config.optimizer.is_adam()) {
+    throw InputError(json_location(o.setup.ds_config, "/optimizer/type"),
+                     "validate runs the reference executor, whose optimizer is Adam; predict " +
+                         s.config.optimizer.name + " with simulate or memory");
+  }
   if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
     throw InputError("--device cuda", "--hw " + o.setup.hw +
                                           " describes a CPU; give the GPU's profile (a stock one "

@@ -366,7 +366,19 @@ Setup resolve_setup(const SetupOptions& o) {
   context.notes = &notes;
   sim::DsConfig config = o.ds_config.empty() ? config_from_flags(o, context, &notes)
                                              : sim::load_ds_config(o.ds_config, context);
-  if (checkpointing) apply_checkpointing(*checkpointing, config.activation_checkpointing);
+  if (checkpointing) {
+    apply_checkpointing(*checkpointing, config.activation_checkpointing);
+  } else if (!o.ds_config.empty() && config.activation_checkpointing.enabled) {
+    // DeepSpeed never turns checkpointing on from the block (sim::read_activation_checkpointing):
+    // say what the block is taken to mean and how to say otherwise.
+    notes.push_back(
+        json_location(o.ds_config, "/activation_checkpointing") +
+        ": the block configures DeepSpeed's checkpointing, it does not turn it on (the model "
+        "code does: the Trainer's --gradient_checkpointing, Megatron-DeepSpeed's "
+        "--checkpoint-activations); zplan assumes the model checkpoints every layer" +
+        (config.activation_checkpointing.cpu_checkpointing ? ", in host memory" : "") +
+        "; --checkpointing none if it does not");
+  }
   if (!o.ds_config.empty() && o.sub_group_size) {
     config.zero.sub_group_size =
         sim::parse_knob_value(sim::Knob::kSubGroupSize, *o.sub_group_size, "--sub-group-size");
@@ -374,6 +386,17 @@ Setup resolve_setup(const SetupOptions& o) {
       notes.push_back(std::string("--sub-group-size has no effect: ") + why + ", and the file's " +
                       "stage is " + std::to_string(config.zero.stage));
     }
+  }
+  if (o.attention.empty() && !o.no_flash_attention && model.shape().attn_logit_softcapping > 0) {
+    // Gemma-2: transformers from 4.42 swapped the default sdpa for eager
+    // (Gemma2PreTrainedModel._check_and_enable_sdpa) until its attention refactor removed the
+    // override; releases since default to sdpa, whose path drops the attention soft-capping, and
+    // Gemma2ForCausalLM warns to train with eager (docs/models.md, "Gemma-2").
+    notes.push_back(model.name() +
+                    " soft-caps its attention scores: transformers 4.42-4.46 train it with eager "
+                    "attention by default, later releases with sdpa (which skips the soft-capping; "
+                    "they warn to train Gemma-2 with eager); planned with sdpa, --attention eager "
+                    "for the recommended one");
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);

@@ -141,6 +141,13 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
                                                            : ", checkpointing full")
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
+  if (!c.optimizer.is_adam()) {
+    // The file's optimizer block builds something other than Adam: its states change memory.
+    const bool cpu = c.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+    s += strformat(", optimizer %s (%d fp32 state%s)",
+                   (cpu ? c.optimizer.cpu_name : c.optimizer.name).c_str(), c.optimizer.states,
+                   c.optimizer.states == 1 ? "" : "s");
+  }
   if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
   if (!w.zero_init && c.zero.stage == 3) s += ", model built outside zero.Init";
   if (w.sequence_parallel > 1) {
@@ -184,6 +191,11 @@ nlohmann::json setup_to_json(const Setup& setup) {
         {"tp_overlap_comm", setup.workload.tp_overlap_comm}};
   }
   if (!setup.workload.zero_init) j["workload"]["zero_init"] = false;
+  const bool cpu_optimizer = setup.config.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+  j["optimizer"] = {
+      {"class", cpu_optimizer ? setup.config.optimizer.cpu_name : setup.config.optimizer.name},
+      {"fp32_states", setup.config.optimizer.states},
+      {"from_ds_config", setup.config.optimizer.from_file}};
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }

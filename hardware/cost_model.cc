@@ -464,7 +464,8 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
   return bytes / std::min(solo, dram);
 }
 
-double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node) {
+double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,
+                               double bytes_per_param) {
   if (!(params > 0)) return 0;
   const NodeSpec& node = profile.node;
   const int ranks = std::max(1, ranks_per_node);
@@ -475,7 +476,7 @@ double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_
   }
   // t = N / min(threads * r_thread, DRAM share / 28 B), as cpu_adam_time_s (reference §6).
   const double compute_rate = threads * node.cpu_adam_params_per_s_per_core;
-  const double memory_rate = share(node.host_memory_bw_bytes_per_s, ranks) / kAdamBytesPerParam;
+  const double memory_rate = share(node.host_memory_bw_bytes_per_s, ranks) / bytes_per_param;
   return params / std::min(compute_rate, memory_rate);
 }
 

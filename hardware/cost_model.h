@@ -96,7 +96,14 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
 // step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more
 // than one rank (their default OpenMP pools oversubscribe the cores; deepspeed/launcher/
 // launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank).
-double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node);
+// DeepSpeedCPULion and DeepSpeedCPUAdagrad are priced the same way with their own
+// `bytes_per_param` (fewer states than Adam: 20 bytes) for the DRAM bound and the calibrated
+// CPU-Adam rate for the compute bound: per element each does a subset of Adam's arithmetic (Lion
+// an interpolation, a sign and an update, no square root or division; Adagrad one square, a
+// square root and a division), so Adam's rate bounds their time from above
+// (csrc/lion/cpu_lion_impl.cpp, csrc/adagrad/cpu_adagrad.cpp).
+double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,
+                               double bytes_per_param = kAdamBytesPerParam);
 
 }  // namespace zplan::hardware
 

@@ -169,7 +169,13 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
         out.workspace_bytes = 2 * dt * tokens * e;
         return out;
       }
-      const double kept_inputs = keep_inputs * dt * tokens * (h + (e != h ? e : 0));
+      // Gemma-2's final_logit_softcapping (Gemma2ForCausalLM.forward): logits / cap, torch.tanh,
+      // * cap before the loss; tanh saves its D-byte output for backward (T*V more), the
+      // divide's and multiply's inputs are freed as the forward rebinds `logits`. (Liger's fused
+      // loss caps inside its chunks: nothing more stored, above.)
+      const double softcap_out = m.final_logit_softcapping > 0 ? dt * tokens * v : 0;
+      const double kept_inputs =
+          keep_inputs * dt * tokens * (h + (e != h ? e : 0)) + softcap_out;
       if (!options.loss_upcast) {
         // The loss on the D-byte logits, as 2021 transformers' GPT2LMHeadModel.forward computed
         // it (before ForCausalLMLoss's upcast): `shift_logits = lm_logits[..., :-1,
@@ -277,8 +283,13 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     //     softmax's backward reads;
     //   .to(query.dtype): the D-byte probabilities the AV matmul saves (the same tensor in fp32);
     //   dropout(p=attention_dropout): with p > 0 a 1-byte mask and the D-byte dropped copy.
+    //   Gemma-2 (eager_attention_forward in models/gemma2/modeling_gemma2.py): with
+    //     attn_logit_softcapping the scores go through scores / cap, torch.tanh, * cap before
+    //     the mask; tanh's backward reads its output, so the D-byte tanh output is saved too
+    //     (the scalar divide and multiply save nothing).
     if (!m.mla()) qkv_elements = 3 * q_width;  // MLA has as many key/value heads as queries
     attention_bytes = (4 + (dt < 4 ? dt : 0)) * scores + (attention_dropout ? (1 + dt) * scores : 0);
+    if (m.attn_logit_softcapping > 0) attention_bytes += dt * scores;
     // Estimate: the probabilities' gradient (D), its fp32 cast and softmax's fp32 input
     // gradient coexist.
     attention_grad_bytes = (dt < 4 ? dt + 8 : 2 * dt) * scores;

@@ -166,6 +166,13 @@ ModelShape gpt2(const JsonReader& r) {
   bool embed_dropout = dropout_on(r, "embd_pdrop", 0.1);
   s.dropout = resid_dropout || embed_dropout || s.attention_dropout;
   s.activation = activation_from(r, "activation_function", "gelu_new");
+  // PretrainedConfig.add_cross_attention: GPT2Block then builds crossattention (q_attn, c_attn,
+  // c_proj) and ln_cross_attn in every block (modeling_gpt2.py), used only with encoder states.
+  if (r.optional_boolean("add_cross_attention").value_or(false)) {
+    r.fail("add_cross_attention",
+           "not modelled: GPT-2 cross-attention (every block gets crossattention and "
+           "ln_cross_attn, for an encoder-decoder); false plans the decoder-only GPT-2");
+  }
   set_seq_len(s, s.max_positions);
   return s;
 }
@@ -371,6 +378,17 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t) {
   }
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2") {
     read_experts(r, type, s);
+  }
+  if (type == "gemma2") {
+    // Gemma2Config: both caps default on; null turns one off (modeling_gemma2.py tests `is not
+    // None`).
+    auto cap = [&](const char* key, double fallback) {
+      if (!r.json().contains(key)) return fallback;
+      if (r.json().at(key).is_null()) return 0.0;
+      return r.positive_number(key);
+    };
+    s.attn_logit_softcapping = cap("attn_logit_softcapping", 50.0);
+    s.final_logit_softcapping = cap("final_logit_softcapping", 30.0);
   }
   refuse_if(r, "num_nextn_predict_layers",
             r.has("num_nextn_predict_layers") &&

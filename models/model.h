@@ -111,6 +111,13 @@ struct ModelShape {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
 
+  // Gemma-2's soft-capping (Gemma2Config attn_logit_softcapping 50, final_logit_softcapping 30;
+  // null = none): x -> cap * tanh(x / cap) on the attention scores (eager attention and flash-attn
+  // >= 2.6; transformers' sdpa path drops it) and on the logits. 0 = none. The tanh saves its
+  // output for backward (activations.cc).
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
+
   bool moe() const { return experts > 0; }
   bool mla() const { return kv_lora_rank > 0; }
 };

@@ -276,6 +276,9 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   const double p = s.param_bytes, a = s.grad_accum_bytes, P = s.partition;
   const auto& opt = z.offload_optimizer;
   const auto& prm = z.offload_param;
+  // Bytes of optimizer state per optimized element: the optimizer the "optimizer" block builds
+  // (Adam's exp_avg and exp_avg_sq: 8; Lion, Adagrad, SGD with momentum: 4; SGD: 0).
+  const double S = config.optimizer.state_bytes();
   std::array<MemoryBreakdown, kNumTiers> m{};
   MemoryBreakdown& gpu = m[kGpu];
   gpu[Category::kRuntime] = cluster.profile.runtime.cuda_context_bytes +
@@ -283,24 +286,35 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   m[kHost][Category::kRuntime] = cluster.profile.runtime.host_process_bytes;
 
   if (z.stage == 0) {
-    // FP16_Optimizer (fused): 16-bit params, fp32 master and Adam states, ref §2.3. Training in
+    // FP16_Optimizer (fused): 16-bit params, fp32 master and optimizer states, ref §2.3. Training in
     // fp32 has no separate master copy: the optimizer updates the model's own tensors.
     gpu[Category::kParams16] = p * s.psi;
     // Master weights and Adam states of the trainable parameters only: the client optimizer is
     // built over them, and BF16_Optimizer keeps the requires_grad ones of its groups
     // (bf16_optimizer.py _setup_for_real_optimizer).
     if (config.precision != Precision::kFp32) gpu[Category::kMaster32] = 4 * s.train_psi;
-    gpu[Category::kOptimizerStates] = 8 * s.train_psi;
+    gpu[Category::kOptimizerStates] = S * s.train_psi;
     return m;
   }
 
   if (z.stage <= 2) {
     // bit16_groups_flat: the trainable parameters, padded (ref §2.1 item 1); frozen ones stay
-    // the module's own tensors, replicated on every rank.
+    // the module's own tensors, replicated on every rank. BF16_Optimizer flattens and pads them
+    // the same way (bf16_optimizer.py _setup_for_real_optimizer: nccl_start_alignment_factor 2 x
+    // dp).
     gpu[Category::kParams16] = p * (P * s.dp + (s.psi - s.train_psi));
+    if (uses_bf16_optimizer(config)) {
+      // BF16_Optimizer: the fp32 master partition (fp32_groups_flat_partition), the optimizer's
+      // states on it, and fp32_groups_gradients_flat, zeros_like the whole flat 16-bit group in
+      // the accumulation dtype: a full-size gradient buffer on every rank, from set-up on.
+      gpu[Category::kMaster32] = 4 * P;
+      gpu[Category::kOptimizerStates] = S * P;
+      gpu[Category::kGrads] = a * P * s.dp;
+      return m;
+    }
     if (opt.device == OffloadDevice::kNone) {
       gpu[Category::kMaster32] = 4 * P;         // single_partition_of_fp32_groups (item 2)
-      gpu[Category::kOptimizerStates] = 8 * P;  // exp_avg, exp_avg_sq (item 3)
+      gpu[Category::kOptimizerStates] = S * P;  // Adam: exp_avg, exp_avg_sq (item 3)
     } else {
       // ZeRO-Offload host buffers (ref §2.1 "with offload_optimizer.device=cpu").
       int pinned = pin_tier(opt.pin_memory);
@@ -311,7 +325,7 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
       if (config.gradient_accumulation_steps > 1) {
         m[pinned][Category::kGrads] = p * P;  // accumulated_grads_in_cpu
       }
-      m[kHost][Category::kOptimizerStates] = 8 * P;  // DeepSpeedCPUAdam states, not pinned
+      m[kHost][Category::kOptimizerStates] = S * P;  // the CPU optimizer's states, not pinned
     }
     return m;
   }
@@ -334,7 +348,7 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     m[kPinned][Category::kSwapBuffers] += nvme_param_swap_pinned_bytes(s, config);
   }
   gpu[Category::kMaster32] = 4 * gpu_opt_part;
-  gpu[Category::kOptimizerStates] = 8 * gpu_opt_part;
+  gpu[Category::kOptimizerStates] = S * gpu_opt_part;
   gpu[Category::kBuckets] = p * s.bucket;  // one IPG buffer, not doubled by overlap_comm (item 5)
   gpu[Category::kGatheredParams] = p * s.persistent;
   // ZeRO++ hpZ: every non-persistent parameter's secondary partition, 1/hpz of it in the model
@@ -353,12 +367,12 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     if (opt.device == OffloadDevice::kCpu) {
       m[pinned][Category::kMaster32] = 4 * s.cpu_partition;
       m[pinned][Category::kGrads32] = 4 * s.cpu_partition;  // per-sub-group fp32 grads (item 7)
-      m[kHost][Category::kOptimizerStates] = 8 * s.cpu_partition;
+      m[kHost][Category::kOptimizerStates] = S * s.cpu_partition;
     } else {
-      // NVMe: fp32 params, m, v and fp32 grads are swapped (16 bytes per element), through
+      // NVMe: fp32 params, the states and fp32 grads are swapped (Adam: 16 bytes per element), through
       // buffer_count pinned buffers of the largest sub-group (optimizer_utils.py).
       m[kNvme][Category::kMaster32] = 4 * s.cpu_partition;
-      m[kNvme][Category::kOptimizerStates] = 8 * s.cpu_partition;
+      m[kNvme][Category::kOptimizerStates] = S * s.cpu_partition;
       m[kNvme][Category::kGrads32] = 4 * s.cpu_partition;
       m[kPinned][Category::kSwapBuffers] +=
           4 * static_cast<double>(opt.buffer_count) * s.max_sub_group;
@@ -404,6 +418,7 @@ class PhaseWalk {
         a_(s.grad_accum_bytes),
         P_(s.partition),
         offload_opt_(z_.offload_optimizer.device != OffloadDevice::kNone),
+        bf16_optimizer_(uses_bf16_optimizer(config)),
         gas_(config.gradient_accumulation_steps > 1),
         layers_(model.layers()),
         n_layers_(layers_.size()),
@@ -466,6 +481,7 @@ class PhaseWalk {
   const std::array<MemoryBreakdown, kNumTiers> base_;
   const double p_, a_, P_;
   const bool offload_opt_;
+  const bool bf16_optimizer_;  // stage 1 runs BF16_Optimizer (uses_bf16_optimizer)
   const bool gas_;
   const std::vector<models::Layer>& layers_;
   const size_t n_layers_;
@@ -536,7 +552,13 @@ void PhaseWalk::add_backward_terms(MemoryBreakdown& g, size_t i, double layer_nu
       if (z.stage == 0 && reduce_now) {
         g[Category::kBuckets] += p * std::min(s.train_psi, kStage0AllreduceElems);
       }
-      if (z.stage == 1) {
+      if (z.stage == 1 && bf16_optimizer_) {
+        // BF16_Optimizer: after the boundary backward the engine all-reduces the fp32 buffer
+        // (buffered_allreduce_fallback on get_grads_for_reduction): allreduce_bucket casts the
+        // whole flat buffer to communication_data_type (the training dtype) first, a transient
+        // of that size (engine.py allreduce_bucket).
+        if (i == 0) g[Category::kBuckets] += p * P * s.dp;
+      } else if (z.stage == 1) {
         // The boundary micro-step reduces through the IPG buckets into grads_in_partition.
         if (z.contiguous_gradients) {
           g[Category::kBuckets] += p * s.bucket * (z.overlap_comm ? 2 : 1);
@@ -587,6 +609,10 @@ PhaseMemory PhaseWalk::step_phase() const {
     g[Category::kGrads] += p * s.train_psi;
     // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
     if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.train_psi;
+  } else if (bf16_optimizer_) {
+    // BF16_Optimizer.step(): the gradient partition is a view of the fp32 buffer (no copy); the
+    // 16-bit gradients live until zero_grad() after the step.
+    g[Category::kGrads] += p * s.train_psi;
   } else if (z.stage <= 2) {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).

@@ -164,9 +164,10 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   const hardware::GpuSpec& gpu = cluster_.profile.gpu;
   const double p = sizes_.param_bytes;
   if (gpu.arch != hardware::Arch::kCpu) {
-    // One bandwidth-bound kernel (gpu_adam_bytes); stage 0's FP16_Optimizer also writes the
+    // One bandwidth-bound kernel (gpu_optimizer_bytes); stage 0's FP16_Optimizer also writes the
     // 16-bit copy, so the formula is the same with or without copy_back.
-    return memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, gpu_adam_bytes(p) * elems);
+    return memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
+                       gpu_optimizer_bytes(config_.optimizer, p) * elems);
   }
   // A CPU rank as the device (the reference executor, docs/validation.md): its Adam is zplan's
   // vectorized CPU Adam kernel on the rank's one core, at the calibrated CPU Adam rate, then a
@@ -378,6 +379,8 @@ void StepBuilder::build_optimizer(Ctx& c) const {
   // copy has ended, so nothing here waits on them.
   if (config_.zero.stage == 0) {
     optimizer_stage0(c);
+  } else if (uses_bf16_optimizer(config_)) {
+    optimizer_bf16(c);
   } else if (config_.zero.stage <= 2) {
     optimizer_stages12(c);
   } else {
@@ -440,7 +443,8 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     Task adam;
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
-    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, P, ranks_per_node_) +
+    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, P, ranks_per_node_,
+                                                    config_.optimizer.step_bytes()) +
                   (framework_terms ? 8 * P * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
     TaskId at = step_task(c, adam, -1, ct);
     last = step_task(c, offload_copy_task(TaskKind::kH2D, p * P), -1, at);
@@ -451,6 +455,31 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute, Collective::kAllGather,
                             p * P * dp_),
             -1, last);
+}
+
+void StepBuilder::optimizer_bf16(Ctx& c) const {
+  // BF16_Optimizer.step() (runtime/bf16_optimizer.py): the global norm of the full fp32 gradient
+  // buffer and the clip (priced as the ZeRO optimizer's norm and unscale, over the whole buffer:
+  // every rank holds the all-reduced gradients); the wrapped optimizer over this rank's fp32
+  // partition, whose gradient is a view of the buffer; update_lp_params copies the partition
+  // into the 16-bit flat group (the optimizer task's 16-bit write) and all_gather_dp_groups
+  // rebuilds the rest; clear_hp_grads zeroes the buffer; zero_grad() drops the 16-bit gradients.
+  const double p = sizes_.param_bytes;
+  const double a = sizes_.grad_accum_bytes;
+  const double P = sizes_.partition;
+  const double flat = P * cluster_.gpus;
+  const Tier gpu = Tier::kGpu;
+  TaskId ct = kNoTaskId;
+  if (cluster_.profile.gpu.arch != hardware::Arch::kCpu) {
+    ct = step_task(c, optimizer_checks_task(flat, param_tensors_, /*on_host=*/false));
+  }
+  TaskId at = step_task(c, gpu_adam_task(P, /*copy_back=*/true), -1, ct);
+  TaskId gt = step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute,
+                                           Collective::kAllGather, p * flat),
+                        -1, at);
+  TaskId zt = step_task(c, memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, a * flat), -1,
+                        gt);
+  c.g->effect(zt, true, gpu, Category::kGrads, -p * sizes_.train_psi);
 }
 
 void StepBuilder::optimizer_stage3(Ctx& c) const {
@@ -492,8 +521,9 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     }
     TaskId read = kNoTaskId;
     if (nvme) {
-      // Swap in fp32 params, m, v and gradients (16 bytes per element).
-      read = step_task(c, copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead, 16 * S), g);
+      // Swap in fp32 params, the optimizer states and gradients (Adam: 16 bytes per element).
+      read = step_task(c, copy_task(TaskKind::kNvmeRead, Resource::kNvmeRead,
+                                    config_.optimizer.nvme_in_bytes() * S), g);
       // Without pipeline_read the next swap-in starts after this sub-group is written back.
       if (!opt.pipeline_read && prev_write != kNoTaskId) c.g->depend(read, prev_write);
       if (opt.pipeline_read && prev_read != kNoTaskId) c.g->depend(read, prev_read);
@@ -502,14 +532,17 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     Task adam;
     adam.kind = TaskKind::kOptimizerCpu;
     adam.resource = Resource::kCpuOptimizer;
-    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, S, ranks_per_node_) +
+    adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, S, ranks_per_node_,
+                                                    config_.optimizer.step_bytes()) +
                   (framework_terms ? 8 * S * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
     TaskId at = step_task(c, adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
     last = at;
     if (nvme) {
-      prev_write = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, 12 * S), g, at);
+      prev_write = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite,
+                                          config_.optimizer.nvme_out_bytes() * S),
+                             g, at);
       last = prev_write;
     }
     if (params_on_gpu) {

@@ -94,6 +94,7 @@ class StepBuilder {
   void build_optimizer(Ctx& c) const;
   void optimizer_stage0(Ctx& c) const;
   void optimizer_stages12(Ctx& c) const;
+  void optimizer_bf16(Ctx& c) const;  // BF16_Optimizer at stage 1 (uses_bf16_optimizer)
   void optimizer_stage3(Ctx& c) const;  // per sub-group
   // A task of the optimizer step, sub-group `index`, after `after` unless that is kNoTaskId.
   TaskId step_task(Ctx& c, const Task& t, int index = -1,

@@ -12,10 +12,11 @@ namespace zplan::sim {
 
 inline constexpr TaskId kNoTaskId = std::numeric_limits<TaskId>::max();
 
-// HBM bytes per parameter of a fused Adam step on the GPU: read fp32 param, grad, m, v (16),
-// write param, m, v (12), write the 16-bit copy (p). [est: the kernel is bandwidth bound]
-inline double gpu_adam_bytes(double param_bytes) {
-  return hardware::kAdamBytesPerParam + param_bytes;
+// HBM bytes per parameter of a fused optimizer step on the GPU: the optimizer's own reads and
+// writes (OptimizerConfig::step_bytes; Adam: read fp32 param, grad, m, v (16), write param, m, v
+// (12)), then the 16-bit copy written (p). [est: the kernel is bandwidth bound]
+inline double gpu_optimizer_bytes(const OptimizerConfig& optimizer, double param_bytes) {
+  return optimizer.step_bytes() + param_bytes;
 }
 
 // The state of one StepBuilder::build() call.

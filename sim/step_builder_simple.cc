@@ -39,6 +39,10 @@ class StepBuilder::SimpleBackward {
   void accumulate_partition();
   // Stage 0 at the boundary: buffered_allreduce_fallback.
   void allreduce_stage0();
+  // BF16_Optimizer after every backward: the 16-bit gradients added into the fp32 buffer.
+  void bf16_accumulate();
+  // BF16_Optimizer at the boundary: the fp32 buffer all-reduced in the training dtype.
+  void allreduce_bf16();
 
   const StepBuilder& sb_;
   Ctx& c_;
@@ -48,6 +52,7 @@ class StepBuilder::SimpleBackward {
   const double P_;  // partition elements
   const bool offload_;
   const bool gas_;
+  const bool bf16_;  // stage 1 runs BF16_Optimizer (uses_bf16_optimizer): no ZeRO buckets
   // Stage 1 reduces at the boundary only; stage 2 every micro-step (engine.allreduce_gradients,
   // ref §4.2). Stage 0 all-reduces after backward, at the boundary.
   const bool bucketed_;
@@ -77,7 +82,8 @@ StepBuilder::SimpleBackward::SimpleBackward(const StepBuilder& builder, Ctx& c)
       P_(builder.sizes_.partition),
       offload_(z_.offload_optimizer.device != OffloadDevice::kNone),
       gas_(builder.config_.gradient_accumulation_steps > 1),
-      bucketed_((z_.stage == 2) || (z_.stage == 1 && c.boundary)),
+      bf16_(uses_bf16_optimizer(builder.config_)),
+      bucketed_(!bf16_ && ((z_.stage == 2) || (z_.stage == 1 && c.boundary))),
       after_backward_(z_.stage == 1 && !z_.overlap_comm),
       stream_(z_.overlap_comm ? Resource::kReduceStream : Resource::kCompute),
       ipg_bytes_(z_.contiguous_gradients
@@ -94,6 +100,10 @@ void StepBuilder::SimpleBackward::run() {
   if (bucketed_) finish_buckets();
   if (z_.stage == 2 && !offload_ && !c_.first) accumulate_partition();
   if (z_.stage == 0 && c_.boundary) allreduce_stage0();
+  if (bf16_) {
+    bf16_accumulate();
+    if (c_.boundary) allreduce_bf16();
+  }
 }
 
 TaskId StepBuilder::SimpleBackward::add_piece(size_t pi) {
@@ -271,6 +281,38 @@ void StepBuilder::SimpleBackward::allreduce_stage0() {
     c_.g->effect(at, true, gpu, Category::kBuckets, -p_ * elems);
     c_.last_reduction = at;
   }
+}
+
+void StepBuilder::SimpleBackward::bf16_accumulate() {
+  // The engine's backward epilogue calls BF16_Optimizer.update_hp_grads (immediate_grad_update
+  // is off by default, precision_config.py): hp_grad.add_(lp.grad.to(fp32)) per parameter, a cast
+  // (read p, write a) and an add (read 2a, write a); then the next backward's prologue zeroes the
+  // 16-bit gradients (clear_lp_grads: write p), counted here for the micro-steps that follow one.
+  const double elems = sb_.sizes_.train_psi;
+  const double bytes = (p_ + 4 * a_ + (c_.boundary ? 0 : p_)) * elems;
+  c_.last_reduction = sb_.place(
+      c_, sb_.memory_task(TaskKind::kGradAccumulate, Resource::kCompute, bytes), -1, -1,
+      c_.last_compute);
+}
+
+void StepBuilder::SimpleBackward::allreduce_bf16() {
+  // engine.allreduce_gradients at stage 1 without reduce_gradients: buffered_allreduce_fallback
+  // over BF16_Optimizer.get_grads_for_reduction(), the flat fp32 buffer. allreduce_no_retain
+  // takes the one tensor whole (it closes a bucket only after adding a tensor), allreduce_bucket
+  // casts it to communication_data_type (the training dtype: read a, write p), all-reduces that
+  // on the compute stream and copies it back (read p, write a) (engine.py).
+  const Tier gpu = Tier::kGpu;
+  const double elems = P_ * sb_.cluster_.gpus;
+  TaskId ct = sb_.place(
+      c_, sb_.memory_task(TaskKind::kBucketCopy, Resource::kCompute, (a_ + p_) * elems), -1, 0,
+      c_.last_reduction);
+  c_.g->effect(ct, false, gpu, Category::kBuckets, p_ * elems);
+  Task ar = sb_.collective_task(TaskKind::kAllReduce, Resource::kCompute, Collective::kAllReduce,
+                                p_ * elems);
+  ar.latency_s += hardware::memory_bound_time_s(sb_.cluster_.profile.gpu, (a_ + p_) * elems);
+  TaskId at = sb_.place(c_, ar, -1, 0, ct);
+  c_.g->effect(at, true, gpu, Category::kBuckets, -p_ * elems);
+  c_.last_reduction = at;
 }
 
 void StepBuilder::build_backward_simple(Ctx& c) const { SimpleBackward(*this, c).run(); }

@@ -72,11 +72,19 @@ void visit(const AioConfig& s, F& f) {
 }
 
 template <typename F>
+void visit(const OptimizerConfig& s, F& f) {
+  const auto& [name, cpu_name, states, cpu, from_file] = s;
+  f(name), f(cpu_name), f(states), f(cpu), f(from_file);
+}
+
+template <typename F>
 void visit(const DsConfig& s, F& f) {
   const auto& [zero, train_batch_size, micro_batch, gradient_accumulation_steps, precision,
-               grad_accum_dtype, activation_checkpointing, aio, gradient_clipping, other] = s;
+               grad_accum_dtype, activation_checkpointing, aio, gradient_clipping, optimizer,
+               other] = s;
   f(zero), f(train_batch_size), f(micro_batch), f(gradient_accumulation_steps), f(precision);
-  f(grad_accum_dtype), f(activation_checkpointing), f(aio), f(gradient_clipping), f(other);
+  f(grad_accum_dtype), f(activation_checkpointing), f(aio), f(gradient_clipping), f(optimizer);
+  f(other);
 }
 
 template <typename F>

@@ -2,8 +2,12 @@
 // Locator, BlockReader, Errors, the unknown-key check with its "did you mean", and top_block.
 // Sources: reference/deepspeed_internals.md §1.
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/input_error.h"
 #include "base/json_reader.h"
@@ -53,18 +57,147 @@ bool BlockReader::has_value(std::string_view key, Null null, const char* expecte
   return true;
 }
 
+namespace {
+
+// Python's str.strip() on ASCII whitespace, which pydantic-core applies to a string it parses as
+// a number.
+std::string_view strip(std::string_view s) {
+  const char* kSpace = " \t\n\r\f\v";
+  const size_t first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+// Digits with single underscores between them (Python's numeric literal rule, which pydantic-core
+// follows for strings): appends the digits to `out` and returns true when all of `s` is such a run.
+bool digit_run(std::string_view s, std::string& out) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (i == 0 || i + 1 == s.size() || s[i + 1] == '_') return false;
+    } else if (s[i] >= '0' && s[i] <= '9') {
+      out += s[i];
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// pydantic-core's lax str -> int: stripped, an optional sign, digits (underscores between them),
+// optionally "." and zeros only ("8.0" is 8, "8.5", "8." and "5e8" are not integers).
+std::optional<int64_t> int_from_string(std::string_view text) {
+  std::string_view s = strip(text);
+  std::string digits;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    if (s[0] == '-') digits = "-";
+    s.remove_prefix(1);
+  }
+  const size_t dot = s.find('.');
+  if (dot != std::string_view::npos) {
+    std::string zeros;
+    if (!digit_run(s.substr(dot + 1), zeros) ||
+        zeros.find_first_not_of('0') != std::string::npos) {
+      return std::nullopt;
+    }
+    s = s.substr(0, dot);
+  }
+  if (!digit_run(s, digits)) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(digits.c_str(), &end, 10);
+  if (errno == ERANGE || *end != '\0') return std::nullopt;
+  return v;
+}
+
+// pydantic-core's lax str -> float (Python's float() syntax): stripped; a sign; digits with
+// underscores between them, a fraction, an exponent; or inf, infinity and nan in any case.
+std::optional<double> float_from_string(std::string_view text) {
+  std::string_view s = strip(text);
+  std::string plain;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    plain += s[0];
+    s.remove_prefix(1);
+  }
+  const std::string lower = ascii_lower(std::string(s));
+  if (lower == "inf" || lower == "infinity") return plain == "-" ? -HUGE_VAL : HUGE_VAL;
+  if (lower == "nan") return std::nan("");
+  const size_t e = lower.find('e');
+  std::string_view mantissa = s.substr(0, e);
+  const size_t dot = mantissa.find('.');
+  const std::string_view whole = mantissa.substr(0, dot);
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : mantissa.substr(dot + 1);
+  if (whole.empty() && fraction.empty()) return std::nullopt;
+  if (!whole.empty() && !digit_run(whole, plain)) return std::nullopt;
+  if (dot != std::string_view::npos) {
+    plain += '.';
+    if (!fraction.empty() && !digit_run(fraction, plain)) return std::nullopt;
+  }
+  if (e != std::string::npos) {
+    std::string_view exponent = s.substr(e + 1);
+    plain += 'e';
+    if (!exponent.empty() && (exponent[0] == '+' || exponent[0] == '-')) {
+      plain += exponent[0];
+      exponent.remove_prefix(1);
+    }
+    if (!digit_run(exponent, plain)) return std::nullopt;
+  }
+  return std::strtod(plain.c_str(), nullptr);
+}
+
+}  // namespace
+
+// The blocks read with AutoRule::kMeansDefault are DeepSpeed's pydantic models
+// (DeepSpeedConfigModel), which validate in pydantic 2's lax mode: "3" and 3.0 are the int 3,
+// "yes" and 1 are True (checked against DeepSpeed 0.19.5's classes under pydantic 2.13 with
+// tools/ds-config-check). The plain-dict blocks take JSON's own types.
 std::optional<bool> BlockReader::boolean(std::string_view key, Null null) const {
   if (!has_value(key, null, "true or false")) return std::nullopt;
-  return reader_.boolean(key);
+  if (auto_rule_ == AutoRule::kIsAnError) return reader_.boolean(key);
+  const nlohmann::json& v = *reader_.json().find(key);
+  // pydantic's bool: 0/1 as numbers, and these strings in any case (not stripped).
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number() && (v == 0 || v == 1)) return v == 1;
+  if (v.is_string()) {
+    const std::string s = ascii_lower(v.get<std::string>());
+    for (const char* t : {"1", "on", "t", "true", "y", "yes"}) {
+      if (s == t) return true;
+    }
+    for (const char* f : {"0", "off", "f", "false", "n", "no"}) {
+      if (s == f) return false;
+    }
+  }
+  reader_.fail(key, "must be true or false (or what pydantic reads as one: 0, 1, \"yes\", "
+                    "\"no\", \"on\", \"off\", ...), got " + describe_json_value(v));
 }
 
 std::optional<int64_t> BlockReader::integer(std::string_view key, Null null) const {
   if (!has_value(key, null, "an integer")) return std::nullopt;
+  const nlohmann::json& v = *reader_.json().find(key);
+  if (auto_rule_ == AutoRule::kMeansDefault) {
+    if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+    if (v.is_string()) {
+      if (std::optional<int64_t> i = int_from_string(v.get_ref<const std::string&>())) return i;
+      reader_.fail(key, "must be an integer (a string must hold one, as pydantic reads it: \"8\" "
+                        "or \"8.0\", not \"5e8\"), got " + describe_json_value(v));
+    }
+  }
   return reader_.integer(key);
 }
 
 std::optional<double> BlockReader::number(std::string_view key, Null null) const {
   if (!has_value(key, null, "a number")) return std::nullopt;
+  const nlohmann::json& v = *reader_.json().find(key);
+  if (auto_rule_ == AutoRule::kMeansDefault) {
+    if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+    if (v.is_string()) {
+      std::optional<double> d = float_from_string(v.get_ref<const std::string&>());
+      if (!d) reader_.fail(key, "must be a number, got " + describe_json_value(v));
+      if (!std::isfinite(*d)) reader_.fail(key, "must be a finite number, got " + describe_json_value(v));
+      return d;
+    }
+  }
   return reader_.number(key);
 }
 
@@ -113,6 +246,21 @@ void Errors::throw_if_any() const {
   throw InputError(errors_.front().where(), problem);
 }
 
+std::string did_you_mean(std::string_view key, std::span<const std::string_view> known) {
+  std::string_view best;
+  size_t best_distance = 4;  // suggest only near misses
+  if (key.size() <= 64) {
+    for (std::string_view k : known) {
+      size_t d = edit_distance(key, k);
+      if (d < best_distance) {
+        best = k;
+        best_distance = d;
+      }
+    }
+  }
+  return best.empty() ? std::string() : "; did you mean " + json_quoted(best) + "?";
+}
+
 void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
                          AutoRule auto_rule, std::string_view block, Errors& errors) {
   for (const auto& [key, value] : reader.json().items()) {
@@ -122,21 +270,18 @@ void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_v
         value.get_ref<const std::string&>() == "auto") {
       continue;
     }
-    std::string problem = "unknown key (" + std::string(block) + " does not accept it)";
-    std::string_view best;
-    size_t best_distance = 4;  // suggest only near misses
-    if (key.size() <= 64) {
-      for (std::string_view k : known) {
-        size_t d = edit_distance(key, k);
-        if (d < best_distance) {
-          best = k;
-          best_distance = d;
-        }
-      }
-    }
-    if (!best.empty()) problem += "; did you mean " + json_quoted(best) + "?";
+    const std::string problem = "unknown key (" + std::string(block) + " does not accept it)" +
+                                did_you_mean(key, known);
     errors.step([&] { reader.fail(key, problem); });
   }
+}
+
+bool python_truthy(const nlohmann::json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0;
+  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  return true;
 }
 
 std::string json_quoted(std::string_view text) { return nlohmann::json(std::string(text)).dump(); }

@@ -60,15 +60,10 @@ constexpr std::string_view kCompileKeys[] = {"deepcompile",
                                              "passes"};
 
 void read_compile(const JsonReader& top, Errors& errors) {
-  std::optional<JsonReader> r = top_block(top, "compile", Null::kRejected);
-  if (!r) return;
-  reject_unknown_keys(*r, kCompileKeys, AutoRule::kMeansDefault, "CompileConfig (compile)", errors);
-  BlockReader b(*r, AutoRule::kMeansDefault);
-  if (b.boolean("deepcompile").value_or(false)) {
-    r->fail("deepcompile",
-            "not modelled: DeepCompile (compiled ZeRO passes with their own "
-            "prefetch and release schedule); remove it to plan plain ZeRO");
-  }
+  reject_pydantic_switch(top, "compile", kCompileKeys, "CompileConfig (compile)", "deepcompile",
+                         "not modelled: DeepCompile (compiled ZeRO passes with their own "
+                         "prefetch and release schedule); remove it to plan plain ZeRO",
+                         errors);
 }
 
 // tensor_parallel (TPTrainingConfig, deepspeed/runtime/tensor_parallel/config.py, a
@@ -237,6 +232,7 @@ void check_unmodeled_top_keys(const JsonReader& top, Errors& errors) {
   errors.step([&] { check_tensor_parallel_block(top, errors); });
   errors.step([&] { reject_sequence_parallel_block(top); });
   errors.step([&] { reject_elasticity(top); });
+  reject_unmodeled_training_features(top, errors);
 }
 
 }  // namespace zplan::sim::internal

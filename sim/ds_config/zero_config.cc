@@ -66,6 +66,12 @@ const char* offload_device_name(OffloadDevice d) {
 
 int precision_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 
+bool uses_bf16_optimizer(const DsConfig& c) {
+  return c.zero.stage == 1 && c.precision == Precision::kBf16 &&
+         c.grad_accum_dtype == Precision::kFp32 &&
+         c.zero.offload_optimizer.device == OffloadDevice::kNone;
+}
+
 int sequence_parallel_size(const DsConfig& config) {
   auto it = config.other.find("sequence_parallel_size");
   if (it == config.other.end() || !it->is_number_integer()) return 1;
@@ -308,14 +314,31 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
 
 // --- activation_checkpointing (activation_checkpointing/config.py, §1.5) and aio (§1.2) ---
 
-void read_activation_checkpointing(const JsonReader& top, DsConfig& c) {
+// DeepSpeedActivationCheckpointingConfig reads the block's six keys with get_scalar_param and
+// ignores any other key; the flags are then tested with Python's `if` (checkpointing.py
+// configure), so a non-boolean counts as its truth value. The block configures
+// deepspeed.checkpointing; it never turns checkpointing on: the model code does (the Trainer's
+// --gradient_checkpointing, Megatron-DeepSpeed's --checkpoint-activations). zplan reads the
+// block as the statement that the model checkpoints every layer (the planner writes it when its
+// plan does), and the command line says so unless --checkpointing gave the choice.
+void read_activation_checkpointing(const JsonReader& top, const ParseContext& context,
+                                   DsConfig& c) {
   // DeepSpeed reads the block with get_scalar_param on whatever is there: null breaks it.
   std::optional<JsonReader> r = top_block(top, "activation_checkpointing", Null::kRejected);
   if (!r) return;
   ActivationCheckpointingConfig& a = c.activation_checkpointing;
   a.enabled = true;
+  auto note = [&](const std::string& text) {
+    if (context.notes != nullptr) context.notes->push_back(text);
+  };
   auto flag = [&](const char* key, bool& out) {
-    if (std::optional<bool> v = r->optional_boolean(key)) out = *v;
+    auto it = r->json().find(key);
+    if (it == r->json().end()) return;
+    out = internal::python_truthy(*it);
+    if (!it->is_boolean() && !it->is_null()) {
+      note(r->location(key) + " is " + describe_json_value(*it) + ", which DeepSpeed tests as " +
+           "Python does: " + (out ? "true" : "false"));
+    }
   };
   flag("partition_activations", a.partition_activations);
   flag("cpu_checkpointing", a.cpu_checkpointing);
@@ -325,6 +348,16 @@ void read_activation_checkpointing(const JsonReader& top, DsConfig& c) {
   if (std::optional<int64_t> n = r->optional_integer("number_checkpoints")) {
     if (*n <= 0) r->fail("number_checkpoints", "must be positive, got " + std::to_string(*n));
     a.number_checkpoints = *n;
+  }
+  for (const auto& item : r->json().items()) {
+    const std::string& key = item.key();
+    if (std::find(std::begin(kActivationCheckpointingKeys), std::end(kActivationCheckpointingKeys),
+                  key) != std::end(kActivationCheckpointingKeys)) {
+      continue;
+    }
+    note(r->location(key) +
+         " is not a key DeepSpeed's activation-checkpointing config reads: ignored, as DeepSpeed "
+         "ignores it" + internal::did_you_mean(key, kActivationCheckpointingKeys));
   }
   json extras = unmodeled_members(r->json(), kActivationCheckpointingKeys, AutoRule::kIsAnError);
   if (!extras.empty()) c.other["activation_checkpointing"] = std::move(extras);
@@ -577,13 +610,21 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
     }
   });
   errors.step([&] { read_precision(top, context, c, errors); });
-  errors.step([&] { read_activation_checkpointing(top, c); });
+  errors.step([&] { read_activation_checkpointing(top, context, c); });
   errors.step([&] { read_aio(top, c); });
   errors.step([&] { read_gradient_clipping(top, c); });
+  errors.step([&] { c.optimizer = internal::read_optimizer(top, c, context.notes); });
   keep_unmodeled_top_keys(document, c);
   check_unmodeled_top_keys(top, errors);
   errors.throw_if_any();
   ignore_offload_param_below_stage3(locator, context, c);
+  if (uses_bf16_optimizer(c) && context.notes != nullptr) {
+    context.notes->push_back(
+        locator.at("/data_types/grad_accum_dtype") +
+        " is fp32 with bf16 at ZeRO stage 1: DeepSpeed runs BF16_Optimizer there, not the ZeRO-1 "
+        "optimizer (a full-size fp32 gradient buffer on every GPU, all-reduced at the boundary; "
+        "optimizer states partitioned), and zplan predicts that");
+  }
   // The cross-field checks need every value read, so they come after.
   check_config(c, context.dp_world_size, locator);
   internal::reject_unmodeled_zero_features(c.zero, locator);
@@ -650,6 +691,14 @@ void validate_ds_config(const DsConfig& config, int dp_world_size, const std::st
                          errors);
   });
   check_unmodeled_top_keys(other, errors);
+  errors.step([&] {
+    // The optimizer block written out must be the optimizer the prediction assumed.
+    const OptimizerConfig written = internal::read_optimizer(other, config, nullptr);
+    if (written.states != config.optimizer.states || written.cpu != config.optimizer.cpu) {
+      other.fail("optimizer", "builds " + written.name + ", but DsConfig::optimizer is " +
+                                  config.optimizer.name);
+    }
+  });
   errors.throw_if_any();
   reject_other_communication_dtype(other, config);
 }

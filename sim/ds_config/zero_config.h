@@ -73,6 +73,42 @@ struct ActivationCheckpointingConfig {
   bool profile = false;
 };
 
+// The optimizer DeepSpeed 0.19 builds from the ds_config's "optimizer" block (engine.py
+// _configure_basic_optimizer), as memory and step time see it: how many fp32 tensors of the
+// partition's size it keeps, and which CPU optimizer steps it under optimizer offload. A file
+// without the block leaves the optimizer to the training script; zplan then assumes AdamW, the
+// Hugging Face Trainer's default, as the planner's written files say.
+enum class CpuOptimizer {
+  kNone,       // the class DeepSpeed builds has no CPU kernel zplan times: refused with offload
+  kAdam,       // DeepSpeedCPUAdam (csrc/adam/cpu_adam_impl.cpp)
+  kLion,       // DeepSpeedCPULion (csrc/lion/cpu_lion_impl.cpp)
+  kAdagrad,    // DeepSpeedCPUAdagrad (csrc/adagrad/cpu_adagrad.cpp)
+};
+struct OptimizerConfig {
+  // The class DeepSpeed builds, for messages and the text output ("FusedAdam", "FusedLion",
+  // "torch.optim.SGD", ...); under optimizer offload the CPU class instead.
+  std::string name = "FusedAdam";
+  std::string cpu_name = "DeepSpeedCPUAdam";
+  // fp32 state tensors of the optimized partition's size (Adam's exp_avg and exp_avg_sq: 2; Lion's
+  // exp_avg, Adagrad's sum, SGD's momentum_buffer: 1; SGD without momentum: 0).
+  int states = 2;
+  CpuOptimizer cpu = CpuOptimizer::kAdam;
+  // The file's block gave it (else the script's optimizer, assumed AdamW).
+  bool from_file = false;
+
+  bool is_adam() const { return states == 2 && cpu == CpuOptimizer::kAdam; }
+  // Bytes of state per optimized element.
+  double state_bytes() const { return 4.0 * states; }
+  // Bytes one step moves per optimized fp32 element: reads the parameter, its gradient and every
+  // state, writes the parameter and every state (Adam: 16 + 12 = 28, reference §6).
+  double step_bytes() const { return 4.0 * (3 + 2 * states); }
+  // Bytes an NVMe optimizer swap moves per element: the fp32 parameter, the states and the fp32
+  // gradient in (Adam: 16), the parameter and the states out (Adam: 12) (stage3.py
+  // _optimizer_states_and_gradient_swap_in/_out).
+  double nvme_in_bytes() const { return 4.0 * (2 + states); }
+  double nvme_out_bytes() const { return 4.0 * (1 + states); }
+};
+
 struct ZeroConfig {
   int stage = 0;
   bool contiguous_gradients = true;
@@ -127,10 +163,20 @@ struct DsConfig {
   ActivationCheckpointingConfig activation_checkpointing;
   AioConfig aio;
   double gradient_clipping = 1.0;
+  // Read from the "optimizer" block, which stays in `other` for writing back.
+  OptimizerConfig optimizer;
   // Blocks and keys zplan passes through untouched when writing (optimizer, scheduler, fp16 loss
   // scaling settings, steps_per_print, ...).
   nlohmann::json other = nlohmann::json::object();
 };
+
+// DeepSpeed 0.19 wraps the optimizer in BF16_Optimizer (runtime/bf16_optimizer.py), not in the
+// ZeRO-1 optimizer, for bf16 training with fp32 gradient accumulation (data_types.grad_accum_dtype)
+// at ZeRO stage 1 without optimizer offload (engine.py _do_optimizer_sanity_check returns
+// BFLOAT16): the 16-bit gradients are accumulated into a full-size fp32 buffer after every
+// backward, all-reduced whole at the boundary, and each rank updates its partition of the fp32
+// master weights and states, then all-gathers the 16-bit parameters (docs/cost_model.md).
+bool uses_bf16_optimizer(const DsConfig& config);
 
 // Ulysses sequence parallelism: the top-level "sequence_parallel_size" DsConfig keeps in `other`
 // (1 without it). Each sequence is split over that many consecutive ranks; the batch keys count

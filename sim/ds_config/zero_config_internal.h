@@ -111,6 +111,14 @@ class BlockReader {
 void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_view> known,
                          AutoRule auto_rule, std::string_view block, Errors& errors);
 
+// "; did you mean \"k\"?" for the member of `known` nearest to `key` (a near miss only), else "".
+std::string did_you_mean(std::string_view key, std::span<const std::string_view> known);
+
+// A value as DeepSpeed's `if` reads what dict.get or get_scalar_param returns from a plain-dict
+// block: Python's truth value (null, false, 0, "", [] and {} are false; anything else, the
+// string "false" included, is true).
+bool python_truthy(const nlohmann::json& value);
+
 // `text` as a JSON string literal ("x", with escapes), for messages.
 std::string json_quoted(std::string_view text);
 
@@ -122,6 +130,25 @@ std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null
 // The checks on them: what DeepSpeed validates or zplan refuses there. `top` is the whole file
 // when reading, DsConfig::other when validating a config built in code.
 void check_unmodeled_top_keys(const JsonReader& top, Errors& errors);
+// A top-level pydantic block (`class_name`, a DeepSpeedConfigModel with `keys`) whose boolean
+// `flag` switches on a feature zplan does not model: unknown keys are recorded, and an enabled
+// flag throws InputError(`problem`) at it. Absent: nothing; null: an error (the class takes a
+// dict).
+void reject_pydantic_switch(const JsonReader& top, const char* block,
+                            std::span<const std::string_view> keys, std::string_view class_name,
+                            const char* flag, const std::string& problem, Errors& errors);
+// The top-level blocks that change the training job (training_features.cc): an enabled hybrid
+// engine, torch autocast, progressive layer drop, random-LTD, curriculum learning, dynamic
+// batching, or a pipeline block, each recorded as "not modelled" (or DeepSpeed's own refusal).
+void reject_unmodeled_training_features(const JsonReader& top, Errors& errors);
+// The "optimizer" block as DeepSpeed builds an optimizer from it (optimizer.cc), for the stage and
+// offload of `c` (read before it): throws InputError with DeepSpeed's reason for what it refuses,
+// or "not modelled: ..." for what zplan cannot model. No block, or no "type": the default
+// OptimizerConfig (the script's optimizer, assumed AdamW).
+// A block DeepSpeed reads only when it builds the optimizer (max_grad_norm among the params)
+// gets a line in `notes`, if given.
+OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
+                               std::vector<std::string>* notes);
 // The file's "sequence_parallel_size" (1 without it), checked to divide the `world` GPUs.
 int read_sequence_parallel(const JsonReader& top, int world);
 // The file's tensor_parallel.autotp_size (1 when absent, 0 or 1), checked to divide the `world`

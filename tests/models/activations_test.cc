@@ -1,5 +1,7 @@
 // Activation bytes per layer against closed forms (Korthikanti et al. 2022; reference §6) and the
 // derivations in models/activations.cc.
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "models/catalog.h"
@@ -140,6 +142,37 @@ TEST_CASE("attention dropout in a Llama config stores the probability mask", "[m
   // Flash attention regenerates the mask: statistics only.
   CHECK(m.layer_activations(1, 512, 2, flash(true)).stored_bytes ==
         2 * s * b * (8 * h + 4 * f) + 8 * s * b * h + 4 * a * s * b);
+}
+
+TEST_CASE("Gemma-2's soft-capping saves its tanh outputs (issue 16, defect 8)", "[models]") {
+  // Gemma2 eager_attention_forward: scores / cap, torch.tanh, * cap; Gemma2ForCausalLM: the same
+  // on the logits. tanh's backward reads its output, so each saves one D-byte tensor: a*s^2*b per
+  // block under eager attention, T*V in the LM head (transformers models/gemma2/modeling_gemma2.py).
+  const std::string base = R"({"model_type": "gemma2", "hidden_size": 256, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+    "vocab_size": 1000)";
+  const Model capped = model_from_hf_config(nlohmann::json::parse(base + "}"), "config.json");
+  const Model plain = model_from_hf_config(
+      nlohmann::json::parse(base + R"(, "attn_logit_softcapping": null,
+                                      "final_logit_softcapping": null})"),
+      "config.json");
+  const double s = 512, b = 2, a = 4, v = 1000;
+  CHECK(capped.layer_activations(1, 512, 2, flash(false)).stored_bytes -
+            plain.layer_activations(1, 512, 2, flash(false)).stored_bytes ==
+        2 * a * s * s * b);
+  // sdpa (which drops the soft-capping) and flash-attn (which caps inside the kernel): nothing.
+  CHECK(capped.layer_activations(1, 512, 2, flash(true)).stored_bytes ==
+        plain.layer_activations(1, 512, 2, flash(true)).stored_bytes);
+  const size_t head = capped.layers().size() - 1;
+  REQUIRE(capped.layers()[head].kind == LayerKind::kLmHead);
+  CHECK(capped.layer_activations(head, 512, 2, flash(true)).stored_bytes -
+            plain.layer_activations(head, 512, 2, flash(true)).stored_bytes ==
+        2 * s * b * v);
+  // Liger's fused loss caps inside its chunks: no logits, nothing more.
+  ActivationOptions fused = flash(true);
+  fused.fused_loss = true;
+  CHECK(capped.layer_activations(head, 512, 2, fused).stored_bytes ==
+        plain.layer_activations(head, 512, 2, fused).stored_bytes);
 }
 
 TEST_CASE("embedding, final norm and LM head activations", "[models]") {

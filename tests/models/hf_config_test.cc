@@ -235,6 +235,34 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
   CHECK(error_of(R"({"model_type": "opt", "hidden_size": 64, "num_hidden_layers": 1,
     "num_attention_heads": 4, "vocab_size": 100})") ==
         "config.json: /ffn_dim: missing (expected an integer)");
+  // Issue 16 defect 14: GPT2Block builds crossattention and ln_cross_attn when
+  // add_cross_attention is set (modeling_gpt2.py); false is the decoder-only GPT-2.
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 4,
+    "vocab_size": 100, "add_cross_attention": )";
+  CHECK(error_of(gpt2 + "true}") ==
+        "config.json: /add_cross_attention: not modelled: GPT-2 cross-attention (every block gets "
+        "crossattention and ln_cross_attn, for an encoder-decoder); false plans the decoder-only "
+        "GPT-2");
+  const std::string plain = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 4,
+    "vocab_size": 100})";
+  CHECK(from_text(gpt2 + "false}").num_params() == from_text(plain).num_params());
+}
+
+TEST_CASE("Gemma-2's soft-capping: Gemma2Config's defaults, null turns one off", "[models]") {
+  // Gemma2Config: attn_logit_softcapping 50.0, final_logit_softcapping 30.0.
+  const std::string base = R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+    "vocab_size": 100)";
+  Model m = from_text(base + "}");
+  CHECK(m.shape().attn_logit_softcapping == 50.0);
+  CHECK(m.shape().final_logit_softcapping == 30.0);
+  m = from_text(base + R"(, "attn_logit_softcapping": null, "final_logit_softcapping": 20.0})");
+  CHECK(m.shape().attn_logit_softcapping == 0);
+  CHECK(m.shape().final_logit_softcapping == 20.0);
+  CHECK(error_of(base + R"(, "final_logit_softcapping": -1})") ==
+        "config.json: /final_logit_softcapping: must be a positive number, got -1");
+  // Other families have none.
+  CHECK(from_text(llama_with("\"attention_bias\": false")).shape().attn_logit_softcapping == 0);
 }
 
 TEST_CASE("any value in any key of a real config: a model or an InputError", "[models]") {

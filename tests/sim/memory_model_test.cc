@@ -11,28 +11,7 @@ namespace {
 
 using testing::config;
 using testing::ideal_cluster;
-
-// A model of exactly `params` parameters in one tensor (to compare with formulas in Ψ).
-models::Model one_tensor_model(int64_t params) {
-  models::ModelShape shape;
-  shape.name = "one-tensor";
-  shape.family = models::Family::kMlp;
-  shape.layers = 1;
-  shape.hidden = 1024;
-  shape.default_seq_len = 1;
-  models::Layer layer;
-  layer.name = "w";
-  layer.kind = models::LayerKind::kLinear;
-  layer.modules.push_back(models::Module{"w", {models::Param{"w.weight", params}}, ""});
-  models::ComputeOp op;
-  op.name = "matmul";
-  op.kind = models::OpKind::kGemm;
-  op.n = 1024;
-  op.k = 1024;
-  op.module = 0;
-  layer.ops.push_back(op);
-  return models::Model(shape, {layer});
-}
+using testing::one_tensor_model;
 
 std::string zero_json(int stage, const std::string& extra = "") {
   return R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true},

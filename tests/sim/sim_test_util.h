@@ -5,6 +5,7 @@
 
 #include "hardware/profile.h"
 #include "models/catalog.h"
+#include "models/model.h"
 #include "sim/ds_config/zero_config.h"
 
 namespace zplan::sim::testing {
@@ -60,6 +61,28 @@ inline DsConfig config(const std::string& json, int dp, int64_t hidden = 1024) {
   c.dp_world_size = dp;
   c.hidden_size = hidden;
   return parse_ds_config(nlohmann::json::parse(json), "test", c);
+}
+
+// A model of exactly `params` parameters in one tensor (to compare with formulas in Ψ).
+inline models::Model one_tensor_model(int64_t params) {
+  models::ModelShape shape;
+  shape.name = "one-tensor";
+  shape.family = models::Family::kMlp;
+  shape.layers = 1;
+  shape.hidden = 1024;
+  shape.default_seq_len = 1;
+  models::Layer layer;
+  layer.name = "w";
+  layer.kind = models::LayerKind::kLinear;
+  layer.modules.push_back(models::Module{"w", {models::Param{"w.weight", params}}, ""});
+  models::ComputeOp op;
+  op.name = "matmul";
+  op.kind = models::OpKind::kGemm;
+  op.n = 1024;
+  op.k = 1024;
+  op.module = 0;
+  layer.ops.push_back(op);
+  return models::Model(shape, {layer});
 }
 
 }  // namespace zplan::sim::testing

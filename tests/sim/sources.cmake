@@ -4,6 +4,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/finetune_test.cc
   sim/knobs_test.cc
   sim/memory_model_test.cc
+  sim/optimizer_memory_test.cc
   sim/periodic_test.cc
   sim/sequence_parallel_test.cc
   sim/simulate_test.cc
@@ -12,6 +13,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/tensor_parallel_test.cc
   sim/workload_test.cc
   sim/zero_config_batch_test.cc
+  sim/zero_config_inputs_test.cc
   sim/zero_config_test.cc
   sim/zero_config_trainer_test.cc
   sim/zero_config_write_test.cc

@@ -137,8 +137,9 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
   SECTION("stage") {
     CHECK_THAT(error_of(with_zero({{"stage", 4}})), Contains(z + "stage: must be a ZeRO stage"));
     CHECK_THAT(error_of(with_zero({{"stage", -1}})), Contains(z + "stage"));
-    CHECK_THAT(error_of(with_zero({{"stage", true}})), Contains(z + "stage: must be an integer"));
-    CHECK_THAT(error_of(with_zero({{"stage", "3"}})), Contains(z + "stage"));
+    // pydantic's lax mode reads "3" as 3 (and true as 1): issue 16, zero_config_inputs_test.cc.
+    CHECK_THAT(error_of(with_zero({{"stage", "three"}})), Contains(z + "stage: must be an integer"));
+    CHECK_THAT(error_of(with_zero({{"stage", "3.5"}})), Contains(z + "stage"));
     CHECK_THAT(error_of(with_zero({{"stage", nullptr}})),
                Contains(z + "stage: must be an integer, got null"));
     CHECK_THAT(error_of(with_zero({{"stage", 2.5}})), Contains(z + "stage"));
@@ -242,7 +243,7 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
     CHECK(autos.zero.offload_optimizer.device == OffloadDevice::kNone);
   }
   SECTION("wrong types") {
-    CHECK_THAT(error_of(with_zero({{"overlap_comm", "yes"}})),
+    CHECK_THAT(error_of(with_zero({{"overlap_comm", "maybe"}})),
                Contains(z + "overlap_comm: must be true or false"));
     CHECK_THAT(error_of(with_zero({{"contiguous_gradients", nullptr}})),
                Contains(z + "contiguous_gradients: must be true or false, got null"));
@@ -260,7 +261,7 @@ TEST_CASE("rejected zero_optimization values name the file and the JSON pointer"
     CHECK_THAT(error_of(with_zero({{"zero_hpz_partition_size", -1}})),
                Contains(z + "zero_hpz_partition_size: must not be negative"));
     CHECK_THAT(error_of(with_zero({{"zenflow", 3}})), Contains(z + "zenflow: must be an object"));
-    CHECK_THAT(error_of(with_zero({{"allgather_partitions", 1}})),
+    CHECK_THAT(error_of(with_zero({{"allgather_partitions", 2}})),
                Contains(z + "allgather_partitions"));
     CHECK_THAT(error_of({{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", "3"}}),
                Contains("t.json: /zero_optimization: must be an object"));
@@ -352,7 +353,7 @@ TEST_CASE("ZeRO++ and MiCS keys are read at stage 3 and checked as DeepSpeed che
              Contains("zero_hpz_partition_size: not modelled with offload_param"));
   CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_nontrainable_weights", true}}))),
              Contains("zero_quantized_nontrainable_weights: not modelled: frozen weights"));
-  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_weights", 1}}))),
+  CHECK_THAT(error_of(with_zero(merged(z3, {{"zero_quantized_weights", 2}}))),
              Contains("zero_quantized_weights: must be true or false"));
   // Stages 0-2 do not read them: any value is accepted and changes nothing.
   c = parse(with_zero({{"stage", 2}, {"mics_shard_size", 3}, {"zero_quantized_gradients", true}}));
@@ -393,7 +394,7 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
   CHECK_THAT(error_of(with("bf16", {{"enabled", true}, {"immediate_grad_updates", true}})),
              Contains("t.json: /bf16/immediate_grad_updates: unknown key") &&
                  Contains("did you mean \"immediate_grad_update\""));
-  CHECK_THAT(error_of(with("fp16", {{"enabled", "true"}})),
+  CHECK_THAT(error_of(with("fp16", {{"enabled", "enabled"}})),
              Contains("t.json: /fp16/enabled: must be true or false"));
   CHECK_THAT(error_of(with("fp16", nullptr)), Contains("t.json: /fp16: must be an object"));
   CHECK_THAT(error_of(with("fp16", {{"enabled", true}, {"loss_scale", -1}})),
@@ -420,9 +421,6 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
              Contains("t.json: /activation_checkpointing/number_checkpoints: must be positive"));
   CHECK_THAT(error_of(with("activation_checkpointing", nullptr)),
              Contains("t.json: /activation_checkpointing: must be an object"));
-  CHECK_THAT(error_of(with("activation_checkpointing", {{"partition_activations", "auto"}})),
-             Contains("t.json: /activation_checkpointing/partition_activations: must be true or "
-                      "false"));
   CHECK_THAT(error_of(with("aio", {{"queue_depth", 0}})),
              Contains("t.json: /aio/queue_depth: must be a positive integer"));
   CHECK_THAT(error_of(with("gradient_clipping", -1)),
@@ -589,7 +587,7 @@ TEST_CASE("a file's problems are reported together, one line each", "[zero_confi
                     {"a4", 1},
                     {"a5", 1},
                     {"a6", 1},
-                    {"overlap_comm", "yes"}}}};
+                    {"overlap_comm", "sometimes"}}}};
   const std::string e = error_of(j);
   std::vector<std::string> lines;
   std::istringstream in(e);
