@@ -468,9 +468,15 @@ double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_
   if (!(params > 0)) return 0;
   const NodeSpec& node = profile.node;
   const int ranks = std::max(1, ranks_per_node);
-  // The fair share (at least one core), then what oversubscribed OpenMP pools keep of it.
+  // OMP_NUM_THREADS set so low that the node's pools fit its cores (torchrun's 1, or deepspeed
+  // --bind_cores_to_rank's cores / ranks): each rank runs exactly that many threads. Unset, or
+  // set higher: the fair share (at least one core), at what oversubscribed OpenMP pools keep of
+  // it.
+  const int omp = profile.framework.omp_num_threads;
   double threads = std::max(1, node.cpu_cores / ranks);
-  if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
+  if (omp > 0 && static_cast<int64_t>(omp) * ranks <= node.cpu_cores) {
+    threads = omp;
+  } else if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
     threads *= profile.framework.cpu_oversubscription_efficiency;
   }
   // t = N / min(threads * r_thread, DRAM share / 28 B), as cpu_adam_time_s (reference §6).

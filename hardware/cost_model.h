@@ -95,7 +95,8 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
 // at once: cpu_adam_time_s with the rank's fair share of the cores (cores / ranks, as
 // step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more
 // than one rank (their default OpenMP pools oversubscribe the cores; deepspeed/launcher/
-// launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank).
+// launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank); with
+// FrameworkSpec::omp_num_threads t > 0 and t * ranks <= cores, exactly t threads per rank.
 double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node);
 
 }  // namespace zplan::hardware

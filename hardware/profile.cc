@@ -262,7 +262,8 @@ RuntimeSpec read_runtime(const JsonReader& r) {
 // The optional "framework" section: every key optional, the fitted constants of framework.h
 // otherwise (docs/fidelity.md).
 FrameworkSpec read_framework(const JsonReader& r) {
-  r.reject_unknown_keys({"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency"});
+  r.reject_unknown_keys(
+      {"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency", "omp_num_threads"});
   FrameworkSpec f = fitted_framework();
   if (r.has("host_op_us")) f.host_op_s = in_range(r, "host_op_us", kLatencyRange, kUs);
   if (r.has("step_overhead_ms")) {
@@ -271,6 +272,7 @@ FrameworkSpec read_framework(const JsonReader& r) {
   if (r.has("cpu_oversubscription_efficiency")) {
     f.cpu_oversubscription_efficiency = fraction(r, "cpu_oversubscription_efficiency");
   }
+  if (r.has("omp_num_threads")) f.omp_num_threads = count(r, "omp_num_threads", 0);
   return f;
 }
 
@@ -484,6 +486,7 @@ nlohmann::json profile_to_json(const Profile& p) {
   if (f.cpu_oversubscription_efficiency != f0.cpu_oversubscription_efficiency) {
     framework["cpu_oversubscription_efficiency"] = number_json(f.cpu_oversubscription_efficiency);
   }
+  if (f.omp_num_threads != f0.omp_num_threads) framework["omp_num_threads"] = f.omp_num_threads;
   if (!framework.empty()) j["framework"] = std::move(framework);
 
   if (!p.collectives.empty()) {

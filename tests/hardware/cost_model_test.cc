@@ -370,6 +370,19 @@ TEST_CASE("framework terms: oversubscribed CPU Adam and pageable copies sharing 
   p.framework.cpu_oversubscription_efficiency = 1;
   CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(cpu_adam_time_s(p.node, 1e9, 16, 8)));
   CHECK(offload_cpu_adam_time_s(p, 0, 8) == 0);
+  // OMP_NUM_THREADS (FrameworkSpec::omp_num_threads), at efficiency 0.5 for the oversubscribed
+  // case: torchrun's 1 gives each of 8 ranks one thread, 60 M params/s: 1e9 / 60e6 s.
+  p.framework.cpu_oversubscription_efficiency = 0.5;
+  p.framework.omp_num_threads = 1;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 60e6));
+  // --bind_cores_to_rank's 128 / 8 = 16: 16 threads, no oversubscription loss.
+  p.framework.omp_num_threads = 16;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / (16 * 60e6)));
+  // 64 threads x 8 ranks > 128 cores: oversubscribed again, the fair share at 0.5.
+  p.framework.omp_num_threads = 64;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.48e9));
+  p.framework.omp_num_threads = 0;
+  p.framework.cpu_oversubscription_efficiency = 1;
   // Pageable: one rank alone at its 13.8 GB/s; 8 ranks at 280 / (3 x 8) = 11.7 GB/s each.
   CHECK(pageable_copy_time_s(p, 1e9, true, 1) == Approx(1e9 / 13.8e9));
   CHECK(pageable_copy_time_s(p, 1e9, false, 8) == Approx(1e9 / (280e9 / 24)));
