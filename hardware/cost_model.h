@@ -54,6 +54,10 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective op, double byt
 // Network bandwidth of one node, bytes/s, for a job that runs `ppn` of its GPUs there.
 double node_network_bw(const Profile& p, int ppn);
 
+// Network bandwidth, bytes/s, a ring collective across `nodes` nodes with `ppn` ranks on each
+// gets: bus bandwidth, the rate of every rank's (n-1)/n-per-step traffic (docs/cost_model.md §2.3).
+double ring_network_bw(const Profile& p, int ppn, int nodes);
+
 // Host <-> device copy of `bytes` from one GPU alone (pinned or pageable host memory).
 double h2d_time_s(const NodeSpec& node, double bytes, bool pinned);
 double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);

@@ -41,6 +41,7 @@ constexpr const char* kArchNames[] = {"volta", "ampere", "hopper", "blackwell", 
 constexpr const char* kIntraLinkNames[] = {"nvlink", "pcie", "shm"};
 constexpr const char* kCpuVendorNames[] = {"intel", "amd", "other"};
 constexpr const char* kCollectiveNames[] = {"all_gather", "reduce_scatter", "all_reduce"};
+constexpr const char* kRingNicsNames[] = {"node", "gpu"};
 
 template <size_t N, typename Enum>
 const char* name_of(const char* const (&names)[N], Enum value) {
@@ -235,11 +236,14 @@ NodeSpec read_node(const JsonReader& r, Arch arch) {
 }
 
 NetworkSpec read_network(const JsonReader& r) {
-  r.reject_unknown_keys({"nics_per_node", "nic_gbps", "latency_us"});
+  r.reject_unknown_keys({"nics_per_node", "nic_gbps", "latency_us", "ring_nics"});
   NetworkSpec n;
   n.nics_per_node = count(r, "nics_per_node", 0);
   n.nic_bw_bytes_per_s = in_range(r, "nic_gbps", kBandwidthRange, kGBps);
   n.latency_s = in_range(r, "latency_us", kLatencyRange, kUs);
+  if (r.has("ring_nics")) {
+    n.ring_nics = static_cast<RingNics>(read_enum(r, "ring_nics", kRingNicsNames));
+  }
   return n;
 }
 
@@ -467,6 +471,9 @@ nlohmann::json profile_to_json(const Profile& p) {
   j["network"] = {{"nics_per_node", p.network.nics_per_node},
                   {"nic_gbps", in_units(p.network.nic_bw_bytes_per_s, kGBps)},
                   {"latency_us", in_units(p.network.latency_s, kUs)}};
+  if (p.network.ring_nics != NetworkSpec{}.ring_nics) {
+    j["network"]["ring_nics"] = name_of(kRingNicsNames, p.network.ring_nics);
+  }
 
   const RuntimeSpec& rt = p.runtime;
   j["runtime"] = {{"cuda_context_gib", in_units(rt.cuda_context_bytes, kGiB)},

@@ -193,6 +193,31 @@ TEST_CASE("NCCL model across many nodes reproduces published nccl-tests figures"
   CHECK(g.transfer_s == Approx(23.3e-3).epsilon(0.02));
 }
 
+TEST_CASE("NCCL model across nodes: a ring gets the node's NICs, or with ring_nics gpu its share",
+          "[hardware]") {
+  // 2 x 8 A100, 8 HDR NICs of 24 GB/s: a 4 GiB all_gather runs Ring/Simple at busbw min(234.9,
+  // 8 x 24) = 192 GB/s (measured 192, NVIDIA/nccl#812); transfer (n-1)/n S / busbw.
+  const CollectiveCost node = collective_cost(stock("a100", 16, 2), Collective::kAllGather, 4 * kGiB);
+  CHECK(node.transfer_s == Approx(4 * kGiB * 15 / 16 / 192e9));
+  // Each rank its own share, 192 / 8 = 24 GB/s (Calculon's flat per-GPU model): 8x the transfer.
+  Profile per_gpu = load_profile("a100");
+  per_gpu.network.ring_nics = RingNics::kGpu;
+  const CollectiveCost gpu =
+      collective_cost(make_cluster(per_gpu, 16, 2), Collective::kAllGather, 4 * kGiB);
+  CHECK(gpu.transfer_s == Approx(4 * kGiB * 15 / 16 / 24e9));
+  CHECK(gpu.latency_s == Approx(node.latency_s));  // the same ring, the same steps
+  // The share is flat in the node count (no fabric efficiency): on 64 nodes still 24 GB/s, where
+  // the node's NICs give 0.59 x 192 = 113 GB/s (e32, docs/cost_model.md §2.3).
+  const double n = 512;
+  CHECK(collective_cost(make_cluster(per_gpu, 512, 64), Collective::kAllGather, 4 * kGiB)
+            .transfer_s == Approx(4 * kGiB * (n - 1) / n / 24e9));
+  CHECK(collective_cost(stock("a100", 512, 64), Collective::kAllGather, 4 * kGiB).transfer_s ==
+        Approx(4 * kGiB * (n - 1) / n / (0.59 * 192e9)));
+  // Half of each node's GPUs use the 4 NICs next to them: 96 GB/s a node, still 24 a rank.
+  CHECK(ring_network_bw(per_gpu, 4, 2) == Approx(24e9));
+  CHECK(ring_network_bw(load_profile("a100"), 4, 2) == Approx(96e9));
+}
+
 TEST_CASE("NCCL model: cost grows with size, LL small, Simple large", "[hardware]") {
   for (const char* name : {"v100", "a100", "h200"}) {
     for (int nodes : {1, 2, 4}) {

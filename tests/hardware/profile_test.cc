@@ -233,6 +233,20 @@ TEST_CASE("the framework section: fitted defaults unless a profile overrides the
   CHECK(profile_to_json(p) == doc);
 }
 
+TEST_CASE("network.ring_nics: the node's NICs unless a profile says each GPU's share",
+          "[hardware]") {
+  // The stock profiles leave it out and get "node"; profile_to_json writes it only when it
+  // differs, so that a profile written today round-trips and the stock ones stay as they are.
+  const Profile stock = load_profile("a100");
+  CHECK(stock.network.ring_nics == RingNics::kNode);
+  CHECK_FALSE(profile_to_json(stock)["network"].contains("ring_nics"));
+  json doc = stock_json("a100");
+  doc["network"]["ring_nics"] = "gpu";
+  const Profile p = profile_from_json(doc, "x.json");
+  CHECK(p.network.ring_nics == RingNics::kGpu);
+  CHECK(profile_to_json(p) == doc);
+}
+
 TEST_CASE("profile_to_json of computed values is stable after one round", "[hardware]") {
   Profile p = load_profile("h100");
   p.node.intra_busbw_bytes_per_s = 1.0 / 3.0 * 1e12;  // not representable with 15 digits
@@ -266,6 +280,8 @@ TEST_CASE("profile validation names the file and the JSON pointer in one line", 
       {with("/gpu/arch", "turing"), "x.json: /gpu/arch", "must be one of volta, ampere"},
       {with("/node/intra_link", "infinityfabric"), "x.json: /node/intra_link", "nvlink, pcie"},
       {with("/node/cpu_vendor", 3), "x.json: /node/cpu_vendor", "must be a string"},
+      {with("/network/ring_nics", "rail"), "x.json: /network/ring_nics",
+       "must be one of node, gpu"},
       {with("/gpu/hbm_efficiency", 1.2), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
       {with("/gpu/hbm_efficiency", 0), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
       {with("/gpu/flash3_attention_efficiency", 1.5), "x.json: /gpu/flash3_attention_efficiency",
