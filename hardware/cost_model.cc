@@ -177,7 +177,7 @@ CollectiveCost nccl_model(const Cluster& c, Collective op, double bytes) {
   // Raw bus bandwidth before protocol factors. Ring across nodes: min(intra, NICs of a node)
   // (§5.3). Tree across 2 nodes crosses the network with half the ring's bytes, so NCCL uses
   // bwIntra there (§1.3, §3.4 nccl-tests#309); from 3 nodes on the NICs bind [derivation, docs].
-  const double net_gbps = k > 1 ? node_network_bw(p, ppn) * fabric_efficiency(k) / kGBps : 0;
+  const double net_gbps = k > 1 ? ring_network_bw(p, ppn, k) / kGBps : 0;
   assert(k == 1 || net_gbps > 0);  // make_cluster rejects nodes > 1 without NICs
   const double ring_raw = k == 1 ? intra_gbps : std::min(intra_gbps, net_gbps);
   const double tree_raw =
@@ -268,6 +268,8 @@ CollectiveCost nccl_model(const Cluster& c, Collective op, double bytes) {
 
 // CPU ranks over MPI (shared memory inside a node): the ring rows of Thakur, Rabenseifner &
 // Gropp (reference §5.2) with the profile's per-step latencies and NCCL's inter-node step count.
+// The nodes' link is the calibrated "NIC" itself, so network.ring_nics (an NCCL-ring question)
+// does not apply.
 CollectiveCost alpha_beta_ring(const Cluster& c, Collective op, double bytes) {
   const Profile& p = c.profile;
   const int n = c.gpus;
@@ -355,6 +357,18 @@ double node_network_bw(const Profile& p, int ppn) {
   const int gpn = std::max(1, p.node.gpus_per_node);
   double used = std::clamp(nics * ppn / gpn, std::min(1.0, nics), nics);
   return used * p.network.nic_bw_bytes_per_s;
+}
+
+// kNode: NCCL's ring crosses each node boundary once per channel, its channels leave through
+// different NICs, so every rank's bus bandwidth is what the node's NICs carry, less the fabric's
+// contention at many nodes (reference §5.3; docs/cost_model.md §2.3). kGpu, the alternative a peer
+// simulator (Calculon) assumes: every rank's bytes cross the network at its own share of the NICs,
+// flat in the node count. docs/fidelity.md, "Which inter-node model the measurements favour", runs
+// the set under both: the ZeRO++ paper's ZeRO-3 baselines on 1-8 NICs per node need the first.
+double ring_network_bw(const Profile& p, int ppn, int nodes) {
+  const double node_bw = node_network_bw(p, ppn);
+  if (p.network.ring_nics == RingNics::kGpu) return node_bw / std::max(1, ppn);
+  return node_bw * fabric_efficiency(nodes);
 }
 
 double gemm_efficiency(const GpuSpec& gpu, double flops) {
@@ -469,9 +483,15 @@ double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_
   if (!(params > 0)) return 0;
   const NodeSpec& node = profile.node;
   const int ranks = std::max(1, ranks_per_node);
-  // The fair share (at least one core), then what oversubscribed OpenMP pools keep of it.
+  // OMP_NUM_THREADS set so low that the node's pools fit its cores (torchrun's 1, or deepspeed
+  // --bind_cores_to_rank's cores / ranks): each rank runs exactly that many threads. Unset, or
+  // set higher: the fair share (at least one core), at what oversubscribed OpenMP pools keep of
+  // it.
+  const int omp = profile.framework.omp_num_threads;
   double threads = std::max(1, node.cpu_cores / ranks);
-  if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
+  if (omp > 0 && static_cast<int64_t>(omp) * ranks <= node.cpu_cores) {
+    threads = omp;
+  } else if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
     threads *= profile.framework.cpu_oversubscription_efficiency;
   }
   // t = N / min(threads * r_thread, DRAM share / 28 B), as cpu_adam_time_s (reference §6).

@@ -54,6 +54,10 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective op, double byt
 // Network bandwidth of one node, bytes/s, for a job that runs `ppn` of its GPUs there.
 double node_network_bw(const Profile& p, int ppn);
 
+// Network bandwidth, bytes/s, a ring collective across `nodes` nodes with `ppn` ranks on each
+// gets: bus bandwidth, the rate of every rank's (n-1)/n-per-step traffic (docs/cost_model.md §2.3).
+double ring_network_bw(const Profile& p, int ppn, int nodes);
+
 // Host <-> device copy of `bytes` from one GPU alone (pinned or pageable host memory).
 double h2d_time_s(const NodeSpec& node, double bytes, bool pinned);
 double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);
@@ -95,7 +99,8 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
 // at once: cpu_adam_time_s with the rank's fair share of the cores (cores / ranks, as
 // step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more
 // than one rank (their default OpenMP pools oversubscribe the cores; deepspeed/launcher/
-// launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank).
+// launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank); with
+// FrameworkSpec::omp_num_threads t > 0 and t * ranks <= cores, exactly t threads per rank.
 // DeepSpeedCPULion and DeepSpeedCPUAdagrad are priced the same way with their own
 // `bytes_per_param` (fewer states than Adam: 20 bytes) for the DRAM bound and the calibrated
 // CPU-Adam rate for the compute bound: per element each does a subset of Adam's arithmetic (Lion

@@ -29,6 +29,13 @@ struct FrameworkSpec {
   // launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank, so by default the ranks'
   // OpenMP pools oversubscribe the cores). 1 = no loss.
   double cpu_oversubscription_efficiency = 1;
+  // OMP_NUM_THREADS as every rank of the job starts with it: DeepSpeedCPUAdam's `#pragma omp
+  // parallel for` (csrc/adam/cpu_adam_impl.cpp) runs that many threads. 0 = unset, as the
+  // `deepspeed` launcher leaves it (launch.py sets it to cores / ranks only with
+  // --bind_cores_to_rank): OpenMP then takes every core and the node's ranks oversubscribe them.
+  // torchrun (and accelerate, which calls it) sets it to 1 when it starts more than one process
+  // per node and the variable is unset (torch/distributed/run.py). A launch setting, not fitted.
+  int omp_num_threads = 0;
 };
 
 // The fitted constants (framework.cc): what every profile read from JSON starts from.

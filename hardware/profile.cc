@@ -41,6 +41,7 @@ constexpr const char* kArchNames[] = {"volta", "ampere", "hopper", "blackwell", 
 constexpr const char* kIntraLinkNames[] = {"nvlink", "pcie", "shm"};
 constexpr const char* kCpuVendorNames[] = {"intel", "amd", "other"};
 constexpr const char* kCollectiveNames[] = {"all_gather", "reduce_scatter", "all_reduce"};
+constexpr const char* kRingNicsNames[] = {"node", "gpu"};
 
 template <size_t N, typename Enum>
 const char* name_of(const char* const (&names)[N], Enum value) {
@@ -235,11 +236,14 @@ NodeSpec read_node(const JsonReader& r, Arch arch) {
 }
 
 NetworkSpec read_network(const JsonReader& r) {
-  r.reject_unknown_keys({"nics_per_node", "nic_gbps", "latency_us"});
+  r.reject_unknown_keys({"nics_per_node", "nic_gbps", "latency_us", "ring_nics"});
   NetworkSpec n;
   n.nics_per_node = count(r, "nics_per_node", 0);
   n.nic_bw_bytes_per_s = in_range(r, "nic_gbps", kBandwidthRange, kGBps);
   n.latency_s = in_range(r, "latency_us", kLatencyRange, kUs);
+  if (r.has("ring_nics")) {
+    n.ring_nics = static_cast<RingNics>(read_enum(r, "ring_nics", kRingNicsNames));
+  }
   return n;
 }
 
@@ -262,7 +266,8 @@ RuntimeSpec read_runtime(const JsonReader& r) {
 // The optional "framework" section: every key optional, the fitted constants of framework.h
 // otherwise (docs/fidelity.md).
 FrameworkSpec read_framework(const JsonReader& r) {
-  r.reject_unknown_keys({"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency"});
+  r.reject_unknown_keys(
+      {"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency", "omp_num_threads"});
   FrameworkSpec f = fitted_framework();
   if (r.has("host_op_us")) f.host_op_s = in_range(r, "host_op_us", kLatencyRange, kUs);
   if (r.has("step_overhead_ms")) {
@@ -271,6 +276,7 @@ FrameworkSpec read_framework(const JsonReader& r) {
   if (r.has("cpu_oversubscription_efficiency")) {
     f.cpu_oversubscription_efficiency = fraction(r, "cpu_oversubscription_efficiency");
   }
+  if (r.has("omp_num_threads")) f.omp_num_threads = count(r, "omp_num_threads", 0);
   return f;
 }
 
@@ -465,6 +471,9 @@ nlohmann::json profile_to_json(const Profile& p) {
   j["network"] = {{"nics_per_node", p.network.nics_per_node},
                   {"nic_gbps", in_units(p.network.nic_bw_bytes_per_s, kGBps)},
                   {"latency_us", in_units(p.network.latency_s, kUs)}};
+  if (p.network.ring_nics != NetworkSpec{}.ring_nics) {
+    j["network"]["ring_nics"] = name_of(kRingNicsNames, p.network.ring_nics);
+  }
 
   const RuntimeSpec& rt = p.runtime;
   j["runtime"] = {{"cuda_context_gib", in_units(rt.cuda_context_bytes, kGiB)},
@@ -484,6 +493,7 @@ nlohmann::json profile_to_json(const Profile& p) {
   if (f.cpu_oversubscription_efficiency != f0.cpu_oversubscription_efficiency) {
     framework["cpu_oversubscription_efficiency"] = number_json(f.cpu_oversubscription_efficiency);
   }
+  if (f.omp_num_threads != f0.omp_num_threads) framework["omp_num_threads"] = f.omp_num_threads;
   if (!framework.empty()) j["framework"] = std::move(framework);
 
   if (!p.collectives.empty()) {

@@ -93,10 +93,16 @@ struct NodeSpec {
   double nvme_capacity_bytes = 0;
 };
 
+// How much of the network a collective across nodes gets (docs/cost_model.md §2.3): kNode, the
+// node's NICs behind each ring (what one large nccl-tests collective alone reaches); kGpu, each
+// rank its own share of the node's NICs, as if every rank's bytes crossed the network.
+enum class RingNics { kNode, kGpu };
+
 struct NetworkSpec {
   int nics_per_node = 0;
   double nic_bw_bytes_per_s = 0;  // effective per NIC (e.g. 24 GB/s for HDR 200 Gb/s)
   double latency_s = 0;           // per inter-node hop
+  RingNics ring_nics = RingNics::kNode;
 };
 
 struct RuntimeSpec {

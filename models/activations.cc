@@ -261,7 +261,7 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   if (m.post_sublayer_norm) norm_inputs += 2 * h;
   const double gemm_inputs = m.parallel_residual && m.parallel_norms == 1 ? h : 2 * h;
   const bool hidden_dropout = m.dropout && m.family != Family::kLlama;
-  const bool attention_dropout = m.dropout && m.attention_dropout;
+  const bool attention_dropout = m.attention_probs_dropout();
 
   // a*s*s*b elements; with Ulysses, (a/sp) heads over the full sp*s tokens; with AutoTP, the
   // rank's a/tp heads.
@@ -274,7 +274,7 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     attention_bytes = 4 * a / t * tokens;
     // Estimate: flash-attention 2's backward accumulates dQ in fp32 (4*T*A).
     attention_grad_bytes = 4 * tokens * q_width / t;
-  } else if (m.family == Family::kLlama) {
+  } else if (m.eager_softmax_upcast()) {
     // Hugging Face eager attention of the Llama family (llama, mistral, qwen2:
     // eager_attention_forward in models/llama/modeling_llama.py) saves for backward:
     //   repeat_kv(key), repeat_kv(value): copies at the query width A (GQA expanded) -- the

@@ -120,6 +120,12 @@ struct ModelShape {
 
   bool moe() const { return experts > 0; }
   bool mla() const { return kv_lora_rank > 0; }
+  // Eager (non-fused) attention softmaxes in fp32 and casts back: Hugging Face's
+  // eager_attention_forward of the Llama family (softmax(..., dtype=torch.float32).to(dtype)).
+  // GPT-2, OPT and GPT-NeoX's _attn softmax in the compute dtype.
+  bool eager_softmax_upcast() const { return family == Family::kLlama; }
+  // The attention probabilities are dropped out (a 1-byte mask and a dropped copy per score).
+  bool attention_probs_dropout() const { return dropout && attention_dropout; }
 };
 
 struct Param {

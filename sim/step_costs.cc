@@ -6,15 +6,33 @@
 
 namespace zplan::sim {
 
-EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes) {
-  // Per score element, D = dtype bytes, and a cast pass u = D + 4 when D < 4 (none in fp32):
-  // forward: the scaling multiply (read D, write D), the mask add (read D and the mask's D,
-  // write D), the upcast to fp32 (u), the softmax (read 4, write 4), the cast back (u);
-  // backward: the cast's gradient (u), softmax's backward (read the gradient and the output,
-  // write one: 12), the cast of its result back (u) and the scaling's gradient (2D).
+EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes, bool upcast, bool dropout) {
   const double d = dtype_bytes;
-  const double u = dtype_bytes < 4 ? d + 4 : 0;
-  return {5 * d + 8 + 2 * u, 12 + 2 * u + 2 * d};
+  EagerSoftmaxBytes e;
+  if (upcast) {
+    // Per score element, with a cast pass u = D + 4 when D < 4 (none in fp32): forward: the
+    // scaling multiply (read D, write D), the mask add (read D and the mask's D, write D), the
+    // upcast to fp32 (u), the softmax (read 4, write 4), the cast back (u); backward: the cast's
+    // gradient (u), softmax's backward (read the gradient and the output, write one: 12), the
+    // cast of its result back (u) and the scaling's gradient (2D).
+    const double u = dtype_bytes < 4 ? d + 4 : 0;
+    e = {5 * d + 8 + 2 * u, 12 + 2 * u + 2 * d};
+  } else {
+    // GPT2Attention._attn (transformers 4.x; OPT's and NeoX's alike in kind): forward: the
+    // scaling (read D, write D), the causal mask's torch.where (read D, write D; the [1, 1, s, s]
+    // bool buffer is broadcast over batch and heads), the attention_mask add (read D, write D;
+    // the [b, 1, 1, s] mask is broadcast), softmax in the compute dtype (read D, write D): 8D.
+    // Backward: softmax's (read the output and the gradient, write one: 3D), the where's (2D) and
+    // the scaling's (2D); the mask add passes the gradient through: 7D.
+    e = {8 * d, 7 * d};
+  }
+  if (dropout) {
+    // attn_dropout on the probabilities: read D, write D and the 1-byte mask; backward reads the
+    // gradient and the mask and writes D.
+    e.forward += 2 * d + 1;
+    e.backward += 2 * d + 1;
+  }
+  return e;
 }
 
 namespace {
@@ -25,7 +43,8 @@ struct OpTime {
 
 // Forward and backward time of one operation over T = batch * seq tokens.
 OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double seq,
-               double batch, int dtype_bytes, const Workload& workload) {
+               double batch, int dtype_bytes, const Workload& workload,
+               const EagerSoftmaxBytes& eager) {
   const bool flash = workload.fused_attention();
   using hardware::gemm_time_s;
   const double tokens = seq * batch;
@@ -71,10 +90,9 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
         t.fwd_s = gemm_time_s(gpu, rows, seq, d, dtype_bytes) +
                   gemm_time_s(gpu, rows, dv, seq, dtype_bytes);
         t.bwd_s = 2 * t.fwd_s;
-        const EagerSoftmaxBytes e = eager_softmax_bytes(dtype_bytes);
         const double scores = rows * seq;
-        t.fwd_s += hardware::memory_bound_time_s(gpu, e.forward * scores);
-        t.bwd_s += hardware::memory_bound_time_s(gpu, e.backward * scores);
+        t.fwd_s += hardware::memory_bound_time_s(gpu, eager.forward * scores);
+        t.bwd_s += hardware::memory_bound_time_s(gpu, eager.backward * scores);
       }
       break;
     }
@@ -159,6 +177,8 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
   const double full_seq = static_cast<double>(workload.seq_len);
   const double seq = full_seq / sp;
   const double batch = static_cast<double>(config.micro_batch);
+  const EagerSoftmaxBytes eager = eager_softmax_bytes(
+      dtype, model.shape().eager_softmax_upcast(), model.shape().attention_probs_dropout());
   std::vector<Piece> pieces;
   const auto& layers = model.layers();
   size_t prev_first = 0;  // pieces of the previous layer: [prev_first, pieces.size())
@@ -204,9 +224,9 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
       if (op.kind == models::OpKind::kAttention && sp > 1) {
         models::ComputeOp local = op;
         local.heads = op.heads / sp;  // check_sequence_parallel: sp divides the heads
-        t = op_time(local, gpu, full_seq, batch, dtype, workload);
+        t = op_time(local, gpu, full_seq, batch, dtype, workload, eager);
       } else {
-        t = op_time(op, gpu, seq, batch, dtype, workload);
+        t = op_time(op, gpu, seq, batch, dtype, workload, eager);
       }
       // What a real training step sustains of the kernel roofline (GpuSpec::framework_efficiency:
       // launch gaps, hooks, allocator work between the eager kernels of a layer) divides every

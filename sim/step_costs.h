@@ -27,15 +27,18 @@ inline constexpr double kFlashBackwardFactor = 2.5;
 // benchmarks count causal FLOPs as half of the full count, Dao 2023 §4.1).
 inline constexpr double kCausalFraction = 0.5;
 
-// Eager attention's memory-bound passes over the a*s*s*b scores, in bytes per score element
-// (Hugging Face eager_attention_forward: scale, mask add, softmax with dtype=float32, cast back;
-// an estimate that counts each kernel's reads and writes once; the older GPT-2, OPT and NeoX
-// code, which softmaxes in the compute dtype, is counted the same).
+// Eager attention's memory-bound passes over the a*s*s*b scores, in bytes per score element, an
+// estimate that counts each kernel's reads and writes once. `upcast`: Hugging Face's
+// eager_attention_forward of the Llama family (scale, mask add, softmax with dtype=float32, cast
+// back); otherwise GPT-2's _attn (scale, causal where, mask add, softmax in the compute dtype;
+// ModelShape::eager_softmax_upcast). `dropout`: the probabilities' dropout pass
+// (ModelShape::attention_probs_dropout). The memory model (models/activations.cc) keeps the same
+// tensors.
 struct EagerSoftmaxBytes {
   double forward = 0;
   double backward = 0;
 };
-EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes);
+EagerSoftmaxBytes eager_softmax_bytes(int dtype_bytes, bool upcast, bool dropout);
 
 struct Piece {
   int layer = 0;

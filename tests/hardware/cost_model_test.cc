@@ -193,6 +193,31 @@ TEST_CASE("NCCL model across many nodes reproduces published nccl-tests figures"
   CHECK(g.transfer_s == Approx(23.3e-3).epsilon(0.02));
 }
 
+TEST_CASE("NCCL model across nodes: a ring gets the node's NICs, or with ring_nics gpu its share",
+          "[hardware]") {
+  // 2 x 8 A100, 8 HDR NICs of 24 GB/s: a 4 GiB all_gather runs Ring/Simple at busbw min(234.9,
+  // 8 x 24) = 192 GB/s (measured 192, NVIDIA/nccl#812); transfer (n-1)/n S / busbw.
+  const CollectiveCost node = collective_cost(stock("a100", 16, 2), Collective::kAllGather, 4 * kGiB);
+  CHECK(node.transfer_s == Approx(4 * kGiB * 15 / 16 / 192e9));
+  // Each rank its own share, 192 / 8 = 24 GB/s (Calculon's flat per-GPU model): 8x the transfer.
+  Profile per_gpu = load_profile("a100");
+  per_gpu.network.ring_nics = RingNics::kGpu;
+  const CollectiveCost gpu =
+      collective_cost(make_cluster(per_gpu, 16, 2), Collective::kAllGather, 4 * kGiB);
+  CHECK(gpu.transfer_s == Approx(4 * kGiB * 15 / 16 / 24e9));
+  CHECK(gpu.latency_s == Approx(node.latency_s));  // the same ring, the same steps
+  // The share is flat in the node count (no fabric efficiency): on 64 nodes still 24 GB/s, where
+  // the node's NICs give 0.59 x 192 = 113 GB/s (e32, docs/cost_model.md §2.3).
+  const double n = 512;
+  CHECK(collective_cost(make_cluster(per_gpu, 512, 64), Collective::kAllGather, 4 * kGiB)
+            .transfer_s == Approx(4 * kGiB * (n - 1) / n / 24e9));
+  CHECK(collective_cost(stock("a100", 512, 64), Collective::kAllGather, 4 * kGiB).transfer_s ==
+        Approx(4 * kGiB * (n - 1) / n / (0.59 * 192e9)));
+  // Half of each node's GPUs use the 4 NICs next to them: 96 GB/s a node, still 24 a rank.
+  CHECK(ring_network_bw(per_gpu, 4, 2) == Approx(24e9));
+  CHECK(ring_network_bw(load_profile("a100"), 4, 2) == Approx(96e9));
+}
+
 TEST_CASE("NCCL model: cost grows with size, LL small, Simple large", "[hardware]") {
   for (const char* name : {"v100", "a100", "h200"}) {
     for (int nodes : {1, 2, 4}) {
@@ -370,6 +395,19 @@ TEST_CASE("framework terms: oversubscribed CPU Adam and pageable copies sharing 
   p.framework.cpu_oversubscription_efficiency = 1;
   CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(cpu_adam_time_s(p.node, 1e9, 16, 8)));
   CHECK(offload_cpu_adam_time_s(p, 0, 8) == 0);
+  // OMP_NUM_THREADS (FrameworkSpec::omp_num_threads), at efficiency 0.5 for the oversubscribed
+  // case: torchrun's 1 gives each of 8 ranks one thread, 60 M params/s: 1e9 / 60e6 s.
+  p.framework.cpu_oversubscription_efficiency = 0.5;
+  p.framework.omp_num_threads = 1;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 60e6));
+  // --bind_cores_to_rank's 128 / 8 = 16: 16 threads, no oversubscription loss.
+  p.framework.omp_num_threads = 16;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / (16 * 60e6)));
+  // 64 threads x 8 ranks > 128 cores: oversubscribed again, the fair share at 0.5.
+  p.framework.omp_num_threads = 64;
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.48e9));
+  p.framework.omp_num_threads = 0;
+  p.framework.cpu_oversubscription_efficiency = 1;
   // Pageable: one rank alone at its 13.8 GB/s; 8 ranks at 280 / (3 x 8) = 11.7 GB/s each.
   CHECK(pageable_copy_time_s(p, 1e9, true, 1) == Approx(1e9 / 13.8e9));
   CHECK(pageable_copy_time_s(p, 1e9, false, 8) == Approx(1e9 / (280e9 / 24)));

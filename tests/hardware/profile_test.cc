@@ -223,11 +223,27 @@ TEST_CASE("the framework section: fitted defaults unless a profile overrides the
   CHECK_FALSE(profile_to_json(stock).contains("framework"));
   // An override is read in its file units and written back as it was.
   json doc = stock_json("h100");
-  doc["framework"] = {{"host_op_us", 25}, {"step_overhead_ms", 120}};
+  doc["framework"] = {{"host_op_us", 25}, {"step_overhead_ms", 120}, {"omp_num_threads", 1}};
   const Profile p = profile_from_json(doc, "x.json");
   CHECK(p.framework.host_op_s == Approx(25e-6));
   CHECK(p.framework.step_overhead_s == Approx(0.12));
+  CHECK(p.framework.omp_num_threads == 1);
+  CHECK(stock.framework.omp_num_threads == 0);
   CHECK(p.framework.cpu_oversubscription_efficiency == fitted.cpu_oversubscription_efficiency);
+  CHECK(profile_to_json(p) == doc);
+}
+
+TEST_CASE("network.ring_nics: the node's NICs unless a profile says each GPU's share",
+          "[hardware]") {
+  // The stock profiles leave it out and get "node"; profile_to_json writes it only when it
+  // differs, so that a profile written today round-trips and the stock ones stay as they are.
+  const Profile stock = load_profile("a100");
+  CHECK(stock.network.ring_nics == RingNics::kNode);
+  CHECK_FALSE(profile_to_json(stock)["network"].contains("ring_nics"));
+  json doc = stock_json("a100");
+  doc["network"]["ring_nics"] = "gpu";
+  const Profile p = profile_from_json(doc, "x.json");
+  CHECK(p.network.ring_nics == RingNics::kGpu);
   CHECK(profile_to_json(p) == doc);
 }
 
@@ -264,6 +280,8 @@ TEST_CASE("profile validation names the file and the JSON pointer in one line", 
       {with("/gpu/arch", "turing"), "x.json: /gpu/arch", "must be one of volta, ampere"},
       {with("/node/intra_link", "infinityfabric"), "x.json: /node/intra_link", "nvlink, pcie"},
       {with("/node/cpu_vendor", 3), "x.json: /node/cpu_vendor", "must be a string"},
+      {with("/network/ring_nics", "rail"), "x.json: /network/ring_nics",
+       "must be one of node, gpu"},
       {with("/gpu/hbm_efficiency", 1.2), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
       {with("/gpu/hbm_efficiency", 0), "x.json: /gpu/hbm_efficiency", "(0, 1]"},
       {with("/gpu/flash3_attention_efficiency", 1.5), "x.json: /gpu/flash3_attention_efficiency",
@@ -310,6 +328,8 @@ TEST_CASE("profile validation names the file and the JSON pointer in one line", 
        "out of range (0 to 1e6 ms)"},
       {with("/framework/cpu_oversubscription_efficiency", 0),
        "x.json: /framework/cpu_oversubscription_efficiency", "(0, 1]"},
+      {with("/framework/omp_num_threads", -1), "x.json: /framework/omp_num_threads",
+       "must be an integer from 0"},
       {with("/framework/python_us", 1), "x.json: /framework/python_us", "unknown key"},
       {with("/gpu/arch", "cpu"), "x.json: /node/intra_link", "must be \"shm\""},
       {with("/sources/~1gpu~1name", 7), "x.json: /sources/~1gpu~1name", "must be a string"},

@@ -134,7 +134,9 @@ TEST_CASE("fused causal attention executes half the s^2 products; eager all, plu
   const double fused_fwd = hardware::attention_time_s(gpu, kCausalFraction * F, 2);
   const double fused_bwd = hardware::attention_time_s(gpu, 2.5 * kCausalFraction * F, 2);
   const double rows = a * s;
-  const EagerSoftmaxBytes e = eager_softmax_bytes(2);
+  REQUIRE(model.shape().eager_softmax_upcast());
+  REQUIRE_FALSE(model.shape().attention_probs_dropout());
+  const EagerSoftmaxBytes e = eager_softmax_bytes(2, true, false);
   const double eager_fwd = hardware::gemm_time_s(gpu, rows, s, d, 2) +
                            hardware::gemm_time_s(gpu, rows, d, s, 2) +
                            hardware::memory_bound_time_s(gpu, e.forward * rows * s);
@@ -149,6 +151,43 @@ TEST_CASE("fused causal attention executes half the s^2 products; eager all, plu
   // bf16: 5*2 + 8 + 2*6 = 30 bytes forward, 12 + 12 + 4 = 28 backward per score element.
   CHECK(e.forward == 30);
   CHECK(e.backward == 28);
+}
+
+TEST_CASE("GPT-2's eager attention softmaxes in the compute dtype, with a dropout pass",
+          "[sim]") {
+  // The 125m preset is GPT-family (GPT2Attention._attn): scale, causal where, mask add, softmax
+  // in fp16, attention dropout p = 0.1. fp16: forward 8 * 2 + (2 * 2 + 1) = 21 bytes per score,
+  // backward 7 * 2 + 5 = 19; against Llama's upcast path, 30 and 28 (+ 5 each with dropout).
+  const models::Model model = models::load_model("125m");
+  REQUIRE_FALSE(model.shape().eager_softmax_upcast());
+  REQUIRE(model.shape().attention_probs_dropout());
+  const EagerSoftmaxBytes e = eager_softmax_bytes(2, false, true);
+  CHECK(e.forward == 21);
+  CHECK(e.backward == 19);
+  const EagerSoftmaxBytes up = eager_softmax_bytes(2, true, true);
+  CHECK(up.forward == 35);
+  CHECK(up.backward == 33);
+  // fp32: no cast passes; 8 * 4 + 9 = 41 and 7 * 4 + 9 = 37 for GPT-2.
+  CHECK(eager_softmax_bytes(4, false, true).forward == 41);
+  CHECK(eager_softmax_bytes(4, false, true).backward == 37);
+
+  // The block's eager time over its sdpa time is the two batched GEMMs plus these passes.
+  const hardware::Profile prof = hardware::load_profile("v100");
+  const hardware::GpuSpec& gpu = prof.gpu;
+  const double s = 1024, a = 12, d = 64, b = 8;
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 8, "fp16": {"enabled": true}})",
+                            1, 1024);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  const Piece eager = plan_pieces(model, prof, c, Workload{1024, Attention::kEager}, sizes)[1];
+  const Piece sdpa = plan_pieces(model, prof, c, Workload{1024, Attention::kSdpa}, sizes)[1];
+  const double rows = b * a * s, scores = rows * s;
+  const double gemms = hardware::gemm_time_s(gpu, rows, s, d, 2) +
+                       hardware::gemm_time_s(gpu, rows, d, s, 2);
+  const double fused = hardware::attention_time_s(gpu, kCausalFraction * 4 * b * s * s * a * d, 2);
+  const double eff = gpu.framework_efficiency;
+  CHECK(eager.fwd_s - sdpa.fwd_s ==
+        Approx((gemms + hardware::memory_bound_time_s(gpu, 21 * scores)) / eff - fused)
+            .epsilon(1e-9));
 }
 
 TEST_CASE("FlashAttention-3 runs at the profile's flash3_attention_efficiency", "[sim]") {
