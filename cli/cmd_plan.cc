@@ -31,6 +31,7 @@ struct PlanCliOptions {
   std::string out = "ds_config.json";
   std::string out_format = "deepspeed";
   double offload_margin = planner::kDefaultOffloadMargin;
+  double lossy_margin = planner::kDefaultLossyMargin;
 };
 
 constexpr int kGpu = static_cast<int>(sim::Tier::kGpu);
@@ -179,9 +180,12 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
 
 int run_plan(const PlanCliOptions& o) {
   if (o.out.empty()) throw InputError("--out", "must not be empty");
-  if (!(o.offload_margin >= 0) || !std::isfinite(o.offload_margin)) {
-    throw InputError("--offload-margin",
-                     strformat("must be a fraction >= 0, got %g", o.offload_margin));
+  for (const auto& [flag, margin] :
+       {std::pair<const char*, double>{"--offload-margin", o.offload_margin},
+        {"--lossy-margin", o.lossy_margin}}) {
+    if (!(margin >= 0) || !std::isfinite(margin)) {
+      throw InputError(flag, strformat("must be a fraction >= 0, got %g", margin));
+    }
   }
   // The inputs first (a wrong flag is the error to report; resolving the space is cheap), then
   // the outputs, before searching.
@@ -203,6 +207,7 @@ int run_plan(const PlanCliOptions& o) {
   po.eval.threads = o.search.threads;
   po.eval.progress = progress_bar();
   po.offload_margin = o.offload_margin;
+  po.lossy_margin = o.lossy_margin;
   po.ds_config_file = o.out;
   // AutoTP is the user's choice: with several sizes (--autotp 1,2,4) each is planned as a
   // problem of its own -- the model one GPU's shard, ZeRO over the GPUs / tp, the same global
@@ -284,6 +289,7 @@ int run_plan(const PlanCliOptions& o) {
   if (o.search.json) {
     nlohmann::json j = search_json(p, s);
     j["search"]["offload_margin"] = o.offload_margin;
+    j["search"]["lossy_margin"] = o.lossy_margin;
     if (r.recommended) {
       const size_t i = *r.recommended;
       nlohmann::json rec = eval_json(p, s.candidates[i], s.evals[i]);
@@ -328,6 +334,10 @@ void add_plan_options(CLI::App& app, PlanCliOptions& o) {
   app.add_option("--offload-margin", o.offload_margin,
                  "how much faster (fraction) an offloading config must be to be recommended "
                  "over one that offloads less")
+      ->capture_default_str();
+  app.add_option("--lossy-margin", o.lossy_margin,
+                 "how much faster (fraction) a config with quantized communication (ZeRO++ qwZ, "
+                 "qgZ) must be to be recommended over the best lossless one")
       ->capture_default_str();
 }
 

@@ -111,7 +111,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
   out << strformat("  %s per GPU  %.1f (MFU %.1f%%, HFU %.1f%%, peak %.*f %s)\n", unit.name,
                    unit.per_tflop * r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, giga ? 1 : 0,
                    unit.per_tflop * peak / 1e12, unit.name);
-  out << "  time goes to     " << r.bottleneck() << "\n";
+  out << "  critical path    " << r.bottleneck() << " of the step\n";
   out << "  bound by         " << r.bound() << "\n\n";
   Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
   for (int i = 0; i < sim::kNumResources; ++i) {
@@ -122,6 +122,13 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
                strformat("%.0f", 100 * u.busy_s / r.step_time_s)});
   }
   t.print(out, "  ");
+  // Two measures of communication, each named for what it is (sim/simulate.h bottleneck()).
+  bool streams = false;
+  for (int i = 1; i < sim::kNumResources; ++i) streams = streams || r.resources[i].busy_s > 0;
+  if (streams) {
+    out << "  (exposed: ran while the compute stream was idle; the critical path above counts "
+           "each task the step waited on whole, overlapped or not)\n";
+  }
   if (r.wire_bytes > 0) {
     out << strformat("\n  collectives send %.2f GB per rank per step:", r.wire_bytes / 1e9);
     for (int k = 0; k < sim::kNumTaskKinds; ++k) {

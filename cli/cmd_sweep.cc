@@ -241,6 +241,14 @@ int run_sweep(const SweepCliOptions& o) {
         right.push_back(true);
       }
     }
+    // The ZeRO++ / MiCS column only where the rows have variants, as in CSV, so that rows with the
+    // same knobs are told apart and tables without them keep their form.
+    bool variants = false;
+    for (size_t i : rows) variants = variants || !s.candidates[i].comm.plain();
+    if (variants) {
+      header.push_back("ZeRO++ / MiCS");
+      right.push_back(false);
+    }
     for (const char* h : {"fits", "step s", "tokens/s", "TFLOP/s", "MFU%", "GPU GiB", "host GiB",
                           "NVMe GiB", "P", "time goes to"}) {
       header.push_back(h);
@@ -257,6 +265,7 @@ int run_sweep(const SweepCliOptions& o) {
         cells.push_back(sim::format_knob_value(k, c[k]));
         if (k == Knob::kMicroBatch) cells.push_back(std::to_string(c.gas));
       }
+      if (variants) cells.push_back(c.comm.plain() ? "-" : planner::comm_variant_words(c.comm));
       const char* fits = e.fits()                                 ? "yes"
                          : e.verdict == planner::Verdict::kPruned ? "pruned"
                          : !e.fit.gpu_fits()                   ? "no: GPU"

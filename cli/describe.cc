@@ -61,6 +61,9 @@ std::string describe_run(const models::Model& model, const hardware::Cluster& cl
 std::string describe_zero(const sim::DsConfig& c) {
   const auto& z = c.zero;
   std::string s = strformat("ZeRO-%d", z.stage);
+  // ZeRO++ and MiCS as the planner names its families: "ZeRO-3 + MiCS (shard 16)".
+  const planner::CommVariant comm = planner::CommVariant::of(z);
+  if (!comm.plain()) s += " + " + planner::comm_variant_words(comm);
   if (z.stage > 0) {
     s += strformat(", offload optimizer %s", sim::offload_device_name(z.offload_optimizer.device));
     if (z.stage == 3) {
@@ -124,6 +127,16 @@ std::string describe_zero_knobs(const sim::DsConfig& c) {
   size("stage3_max_live_parameters", z.max_live_parameters);
   size("stage3_max_reuse_distance", z.max_reuse_distance);
   size("sub_group_size", z.sub_group_size);
+  // ZeRO++ and MiCS only when on, as ds_config_to_json writes them, so that a plain ZeRO-3 line
+  // stays as it was.
+  const planner::CommVariant comm = planner::CommVariant::of(z);
+  if (comm.hpz > 1) {
+    s += strformat(", zero_hpz_partition_size %lld", static_cast<long long>(comm.hpz));
+  }
+  if (comm.qwz) flag("zero_quantized_weights", true);
+  if (comm.qgz) flag("zero_quantized_gradients", true);
+  if (comm.mics > 0) s += strformat(", mics_shard_size %lld", static_cast<long long>(comm.mics));
+  if (comm.mics_hier) flag("mics_hierarchical_params_gather", true);
   return s;
 }
 

@@ -19,12 +19,14 @@ std::string describe_run(const models::Model& model, const hardware::Cluster& cl
 // Fine-tuning: adds trainable_params and "lora": {"rank", "targets"} or "trainable_fraction" to a
 // model's JSON object when some parameters are frozen; nothing otherwise.
 void add_finetune_json(const models::Model& model, nlohmann::json& model_json);
-// "ZeRO-3, offload optimizer cpu, params none"
+// "ZeRO-3, offload optimizer cpu, params none"; with ZeRO++ or MiCS named as the planner names
+// its families: "ZeRO-3 + ZeRO++ (hpZ 8, qwZ, qgZ), offload optimizer none, params none".
 std::string describe_zero(const sim::DsConfig& config);
 // Every zero_optimization setting the config's stage reads, as resolved ("auto" filled in,
 // DeepSpeed's defaults where the file says nothing), ds_config key names and values:
 // "stage 3, offload_optimizer cpu (pin_memory true), offload_param none, overlap_comm true,
-// contiguous_gradients true, reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7, ...".
+// contiguous_gradients true, reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7, ...", and
+// the ZeRO++ and MiCS keys that are on (", zero_hpz_partition_size 8, mics_shard_size 16").
 std::string describe_zero_knobs(const sim::DsConfig& config);
 // "bf16, micro-batch 1 x gas 4 = 32 samples, seq 2048, checkpointing full, attention sdpa"
 std::string describe_training(const sim::DsConfig& config, const sim::Workload& workload);

@@ -1,6 +1,8 @@
 #include "planner/comm_variants.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "base/text.h"
 #include "sim/memory_model.h"
@@ -10,9 +12,46 @@ namespace zplan::planner {
 
 namespace {
 
-std::string percent_change(double before, double after) {
-  if (!(before > 0)) return "";
-  return strformat("%+.0f%%", 100 * (after / before - 1));
+// A change in inter-node bytes smaller than this is "unchanged": printed to the percent it
+// would read "-0%", which is no reason for anything.
+constexpr double kBytesUnchanged = 0.01;
+
+// "12.3 ms", "0.41 ms", "2.1 s".
+std::string seconds_words(double s) {
+  if (s >= 1) return strformat("%.1f s", s);
+  return s >= 0.01 ? strformat("%.1f ms", 1e3 * s) : strformat("%.2f ms", 1e3 * s);
+}
+
+// The fixed latency (NCCL's per-hop latency times the hops, and the launch) of one all-gather
+// of `bytes` in the group a variant gathers in, against the world's: why fewer ranks per ring
+// pay less latency (hardware::collective_cost, reference/nccl_hardware.md §1, §5). MiCS gathers
+// in its shard (hierarchical: an inter-node hop, then an intra-node one), hpZ's backward in its
+// secondary group; nullopt for qwZ/qgZ alone, whose gathers span every rank.
+struct GatherLatency {
+  double world_s = 0;
+  double group_s = 0;
+  int group_ranks = 0;
+};
+std::optional<GatherLatency> gather_latency(const hardware::Cluster& cl,
+                                            const sim::ZeroConfig& zero, double bytes) {
+  using hardware::Collective;
+  const sim::ZeroGroups groups = sim::zero_groups(zero, cl);
+  auto latency = [&](sim::CommGroup g) {
+    return sim::group_collective_cost(cl, Collective::kAllGather, bytes, g).latency_s;
+  };
+  GatherLatency out;
+  out.world_s = latency(groups.world);
+  if (zero.mics()) {
+    out.group_ranks = groups.partition.ranks;
+    out.group_s = groups.hierarchical ? latency(groups.shard_inter) + latency(groups.shard_intra)
+                                      : latency(groups.partition);
+  } else if (zero.hpz()) {
+    out.group_ranks = groups.secondary.ranks;
+    out.group_s = latency(groups.secondary);
+  } else {
+    return std::nullopt;
+  }
+  return out;
 }
 
 // The index of the plain config `c` is a variant of, if it was evaluated.
@@ -131,8 +170,9 @@ std::string comm_variant_reason(const Problem& problem, const SearchResult& s, s
   Candidate plain = c;
   plain.comm = CommVariant{};
   const sim::DsConfig plain_config = to_ds_config(plain, base, problem);
-  const sim::CommVolume after = sim::stage3_comm_volume(
-      config.zero, cl, sim::zero_sizes(problem.model, cl.gpus, config), static_cast<int>(c.gas));
+  const sim::ZeroSizes sizes = sim::zero_sizes(problem.model, cl.gpus, config);
+  const sim::CommVolume after =
+      sim::stage3_comm_volume(config.zero, cl, sizes, static_cast<int>(c.gas));
   const sim::CommVolume before =
       sim::stage3_comm_volume(plain_config.zero, cl, sim::zero_sizes(problem.model, cl.gpus, plain_config),
                               static_cast<int>(c.gas));
@@ -145,10 +185,16 @@ std::string comm_variant_reason(const Problem& problem, const SearchResult& s, s
                    static_cast<long long>(v.hpz),
                    v.hpz <= g ? "inside the node" : "inside the hpZ group"));
   }
-  if (v.qwz) part("qwZ: all-gathers move int8 weights (half the bytes)");
+  // The quantized ones change numerics, and say so where they say what they save.
+  if (v.qwz) {
+    part(
+        "qwZ: all-gathers move block-quantized int8 weights (half the bytes; forward and "
+        "backward compute with their dequantized copies, lossy)");
+  }
   if (v.qgz) {
-    part("qgZ: gradients reduced by int4 all-to-alls, inside the node then across nodes (a "
-         "quarter of the inter-node bytes)");
+    part(
+        "qgZ: gradients reduced by int4 all-to-alls, inside the node then across nodes (a "
+        "quarter of the inter-node bytes; the gradients carry int4 rounding error, lossy)");
   }
   if (v.mics > 0) {
     const int64_t replicas = cl.gpus / v.mics;
@@ -162,14 +208,47 @@ std::string comm_variant_reason(const Problem& problem, const SearchResult& s, s
                                      .c_str(),
                    static_cast<long long>(replicas)));
   }
+  // What moves: the inter-node bytes, when they change at all.
+  const double bytes_change = before.inter_node > 0 ? after.inter_node / before.inter_node - 1 : 0;
+  const bool bytes_fall = bytes_change <= -kBytesUnchanged;
   if (before.inter_node > 0) {
-    part("inter-node bytes " + percent_change(before.inter_node, after.inter_node) +
-         " per step against plain ZeRO-3");
+    part(std::abs(bytes_change) < kBytesUnchanged
+             ? std::string("inter-node bytes unchanged against plain ZeRO-3")
+             : strformat("inter-node bytes %+.0f%% per step against plain ZeRO-3",
+                         100 * bytes_change));
   }
-  if (std::optional<size_t> p = plain_of(s, c); p && s.evals[*p].fits() && s.evals[i].fits()) {
-    part(strformat("%.1f%% faster than the same config in plain ZeRO-3",
-                   100 * (s.evals[i].tokens_per_s / s.evals[*p].tokens_per_s - 1)));
+  std::optional<size_t> p = plain_of(s, c);
+  if (!p || !s.evals[*p].fits() || !s.evals[i].fits()) return why;
+  const Evaluation& ep = s.evals[*p];
+  const Evaluation& ev = s.evals[i];
+  // What the gain is made of: when the fixed latency of the collectives on the critical path
+  // fell by more than half of the step time gained, the gain is latency -- fewer ranks per ring
+  // (the ring's latency term grows with its rank count, reference/nccl_hardware.md §1) -- and
+  // the figures say so, bytes or no bytes.
+  const auto comm_latency = [](const Evaluation& e) {
+    return e.critical_latency_s[static_cast<int>(sim::PathPart::kAllGather)] +
+           e.critical_latency_s[static_cast<int>(sim::PathPart::kReduce)];
+  };
+  const double gained_s = ep.step_time_s - ev.step_time_s;
+  const double latency_before = comm_latency(ep), latency_after = comm_latency(ev);
+  if (gained_s > 0 && latency_before - latency_after > 0.5 * gained_s) {
+    std::string latency = strformat(
+        "%s is latency: the collectives' fixed latency on the critical path falls from %s to %s "
+        "per step (of %s gained)",
+        bytes_fall ? "most of the gain" : "the gain", seconds_words(latency_before).c_str(),
+        seconds_words(latency_after).c_str(), seconds_words(gained_s).c_str());
+    const double fetch_bytes = sizes.param_bytes * sizes.largest_fetch;
+    if (std::optional<GatherLatency> gl = gather_latency(cl, config.zero, fetch_bytes)) {
+      latency += strformat(
+          ", as a gather of the largest module takes %s of latency over %d "
+          "ranks instead of %s over all %d",
+          seconds_words(gl->group_s).c_str(), gl->group_ranks, seconds_words(gl->world_s).c_str(),
+          cl.gpus);
+    }
+    part(latency);
   }
+  part(strformat("%.1f%% faster than the same config in plain ZeRO-3",
+                 100 * (ev.tokens_per_s / ep.tokens_per_s - 1)));
   return why;
 }
 

@@ -38,8 +38,11 @@ std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& ba
 void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s);
 
 // Why a ZeRO++ or MiCS candidate `i` does what it does, for the explanation: what each part
-// changes, the inter-node bytes per step against the same config in plain ZeRO-3, and the
-// speed against it when it was evaluated. Empty for a plain candidate.
+// changes (and that qwZ and qgZ are lossy), the inter-node bytes per step against the same
+// config in plain ZeRO-3 ("unchanged" when they move by less than 1%), and, when that config was
+// evaluated, the speed against it -- with the latency figures when the gain is mostly the
+// collectives' fixed latency on the critical path (fewer ranks per ring) rather than bytes.
+// Empty for a plain candidate.
 std::string comm_variant_reason(const Problem& problem, const SearchResult& s, size_t i);
 
 }  // namespace zplan::planner

@@ -27,7 +27,7 @@ constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 // is "compute-bound" (the rest is noise a real run varies by more).
 constexpr double kComputeBound = sim::kComputeBoundShare;
 // A loser is called "<part>-bound" only when that part is this much of its step; below, the
-// part merely grew ("more exposed gradient reduction").
+// part merely grew ("more gradient reduction on its critical path").
 constexpr double kBinds = 0.10;
 // Parts under 1% of the step are not worth a word.
 constexpr double kMentionShare = 0.01;
@@ -51,11 +51,12 @@ std::string percent(double fraction) {
   return fraction < 0.1 ? strformat("%.1f%%", 100 * fraction) : strformat("%.0f%%", 100 * fraction);
 }
 
-std::string exposed_list(const Evaluation& e, int skip) {
+// The other parts of the critical path worth a word: ", all-gather 3.0%, host copies 2.1%".
+std::string path_list(const Evaluation& e, int skip) {
   std::string s;
   for (int p = 1; p < sim::kNumPathParts; ++p) {
     if (p == skip || share(e, p) < kMentionShare) continue;
-    s += strformat(", exposed %s %s", sim::path_part_name(static_cast<sim::PathPart>(p)),
+    s += strformat(", %s %s", sim::path_part_name(static_cast<sim::PathPart>(p)),
                    percent(share(e, p)).c_str());
   }
   return s;
@@ -84,6 +85,65 @@ std::pair<int, double> host_dominant(const Evaluation& e) {
 
 bool in_list(const std::vector<size_t>& v, size_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The fastest fitting config, in rank order, that offloads at most `max_level` and passes
+// `keep` (a predicate on the candidate).
+template <typename Keep>
+std::optional<size_t> best_fitting(const SearchResult& s, int max_level, Keep keep) {
+  for (size_t i : s.order) {
+    if (!s.evals[i].fits()) break;
+    const Candidate& c = s.candidates[i];
+    if (c.offload_level() <= max_level && keep(c)) return i;
+  }
+  return std::nullopt;
+}
+bool any_config(const Candidate&) { return true; }
+bool lossless(const Candidate& c) { return !c.comm.lossy(); }
+bool lossy(const Candidate& c) { return c.comm.lossy(); }
+
+// The faster fitting configs a margin passed over for the recommended `rec`: the fastest of all,
+// and the fastest lossy one that offloads no more (when `rec` is lossless).
+std::vector<size_t> passed_over(const SearchResult& s, size_t rec) {
+  std::vector<size_t> out;
+  const double speed = s.evals[rec].tokens_per_s;
+  if (!s.order.empty() && s.order[0] != rec && s.evals[s.order[0]].fits()) {
+    out.push_back(s.order[0]);
+  }
+  const Candidate& c = s.candidates[rec];
+  if (!c.comm.lossy()) {
+    std::optional<size_t> q = best_fitting(s, c.offload_level(), lossy);
+    if (q && *q != rec && s.evals[*q].tokens_per_s > speed && !in_list(out, *q)) {
+      out.push_back(*q);
+    }
+  }
+  return out;
+}
+
+// What a lossy variant quantizes: "int8 weights and int4 gradients".
+std::string quantized_words(const CommVariant& v) {
+  if (v.qwz && v.qgz) return "int8 weights and int4 gradients";
+  return v.qwz ? "int8 weights" : "int4 gradients";
+}
+
+// Why a fitting config `faster` than the recommended `rec` was passed over: the offload margin
+// or the lossy margin.
+std::string passed_over_reason(const Candidate& faster, const Candidate& rec,
+                               const PlanOptions& options) {
+  if (faster.offload_level() > rec.offload_level()) {
+    return strformat(
+        "it offloads %s; offload is recommended only when it wins by more than "
+        "%.0f%% (--offload-margin)",
+        offload_words(faster).c_str(), 100 * options.offload_margin);
+  }
+  if (faster.comm.lossy() && !rec.comm.lossy()) {
+    return strformat(
+        "it communicates %s, which changes the numbers training computes with; "
+        "quantized communication is recommended only when it wins by more than "
+        "%.0f%% over the best lossless config (--lossy-margin)",
+        quantized_words(faster.comm).c_str(), 100 * options.lossy_margin);
+  }
+  return "";
 }
 
 std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
@@ -142,6 +202,45 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "loss: the prediction assumes the loss on the 16-bit logits (--loss no-upcast); "
         "Hugging Face's ForCausalLMLoss upcasts them to fp32 first, twice the bytes");
   }
+  if (c.comm.lossy()) {
+    // What each quantizes (partition_parameters.py _all_gather_coalesced(quantize=True) and
+    // CUDAQuantizer: int8, symmetric, groups of < 8000 elements; coalesced_collectives.py
+    // all_to_all_quant_reduce: int4 on both hops), and what its authors claim for it.
+    std::string what;
+    if (c.comm.qwz) {
+      what +=
+          "qwZ all-gathers block-quantized int8 weights, so forward and backward compute with "
+          "their dequantized copies";
+    }
+    if (c.comm.qgz) {
+      what += std::string(what.empty() ? "" : "; ") +
+              "qgZ averages gradients through int4 all-to-alls, so the optimizer steps on "
+              "gradients with int4 rounding error";
+    }
+    out.push_back(
+        "quantized communication changes numerics: " + what +
+        ". The ZeRO++ paper (arXiv 2306.10209) says qgZ \"preserves accuracy despite "
+        "communicating low precision data\" and DeepSpeed's ZeRO++ blog claims 4x less "
+        "communication \"without impacting model quality\", from their own pretraining runs; "
+        "check yours against a short lossless run (the same file without "
+        "zero_quantized_weights/zero_quantized_gradients). DeepSpeed's quantizer op must build: "
+        "install with DS_BUILD_QUANTIZER=1 or let it compile at start-up (a CUDA toolkit "
+        "matching torch); ds_report lists it as quantizer");
+  }
+  if (c.stage() == 3 && problem.model.shape().moe()) {
+    // models.md "Mixture of experts"; DeepSpeed 0.19 deepspeed/utils/z3_leaf_module.py and
+    // zero/leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES, applied by engine.py
+    // _configure_distributed_model before the ZeRO-3 hooks are installed.
+    out.push_back(
+        "mixture of experts at ZeRO-3: the prediction gathers each MoE block (router and every "
+        "expert) at once, as a ZeRO-3 leaf module. DeepSpeed >= 0.18 makes Hugging Face's "
+        "MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock and Qwen3MoeSparseMoeBlock leaves by "
+        "itself (zero_optimization.leaf_module's default classes); any other MoE block "
+        "(DeepSeek-V2's, your own) needs deepspeed.utils.set_z3_leaf_modules(model, [its class]) "
+        "before deepspeed.initialize, or its class name in zero_optimization.leaf_module.classes. "
+        "Without it ZeRO-3 gathers expert by expert as the router reaches them: ranks whose "
+        "tokens reach different experts issue different all-gathers and training hangs");
+  }
   const models::FineTune& ft = problem.model.finetune();
   if (ft.frozen()) {
     out.push_back(strformat(
@@ -193,9 +292,9 @@ std::string what_binds(const Evaluation& e) {
   if (!e.simulated || e.step_time_s <= 0) return "not simulated";
   const double compute = share(e, 0);
   if (compute >= kComputeBound) {
-    return strformat("compute-bound: compute %.0f%% of the step (MFU %.0f%%)", 100 * compute,
-                     100 * e.mfu) +
-           exposed_list(e, 0);
+    return strformat("compute-bound: compute %.0f%% of the step's critical path (MFU %.0f%%)",
+                     100 * compute, 100 * e.mfu) +
+           path_list(e, 0);
   }
   int worst = 1;
   for (int p = 2; p < sim::kNumPathParts; ++p) {
@@ -204,12 +303,12 @@ std::string what_binds(const Evaluation& e) {
   if (worst == 1 || worst == 2) {
     // "communication-bound: all-gather, bandwidth-dominated (62% of the step, latency 9%)".
     return sim::bound_phrase(e.critical_path_s, e.critical_latency_s, e.step_time_s) +
-           strformat(", compute %.0f%%", 100 * compute) + exposed_list(e, worst);
+           strformat(", compute %.0f%%", 100 * compute) + path_list(e, worst);
   }
-  return strformat("%s: exposed %s %.0f%% of the step, compute %.0f%%", kBoundNames[worst],
+  return strformat("%s: %s %.0f%% of the step's critical path, compute %.0f%%", kBoundNames[worst],
                    sim::path_part_name(static_cast<sim::PathPart>(worst)), 100 * share(e, worst),
                    100 * compute) +
-         exposed_list(e, worst);
+         path_list(e, worst);
 }
 
 std::string shortfall(const Problem& problem, const Evaluation& e) {
@@ -241,16 +340,20 @@ std::string shortfall(const Problem& problem, const Evaluation& e) {
   return s.empty() ? "fits" : s;
 }
 
-std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w) {
+std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w,
+                        const PlanOptions& options) {
   const Evaluation& e = s.evals[w];
   const Candidate& c = s.candidates[w];
   std::string line = what_binds(e);
-  // Against the best fitting config of another stage/offload family that offloads no more.
+  // Against the best fitting config of another stage/offload family that offloads no more and
+  // is not faster (a faster one lost on a margin, and the margin's words below say so).
+  const std::vector<size_t> passed = passed_over(s, w);
   std::optional<size_t> other;
   bool other_family_exists = false;
   for (size_t i : s.order) {
     const Candidate& ci = s.candidates[i];
     if (ci.family() == c.family() || ci.offload_level() > c.offload_level()) continue;
+    if (s.evals[i].fits() && s.evals[i].tokens_per_s > e.tokens_per_s) continue;
     other_family_exists = true;
     if (s.evals[i].fits()) {
       other = i;
@@ -270,13 +373,25 @@ std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w)
     line +=
         c.offload_level() == 0 ? "; no other stage fits" : "; no family that offloads less fits";
   }
-  // A faster config that offloads more lost on the offload margin.
-  if (!s.order.empty() && s.order[0] != w && s.evals[s.order[0]].fits()) {
-    line += strformat("; %s would be %.1f%% faster but offloads (see the margin rule)",
-                      family_name(s.candidates[s.order[0]]).c_str(),
-                      100 * (s.evals[s.order[0]].tokens_per_s / e.tokens_per_s - 1));
+  // Faster configs that lost on the offload or the lossy margin.
+  for (size_t i : passed) {
+    const Candidate& faster = s.candidates[i];
+    if (passed_over_reason(faster, c, options).empty()) continue;
+    line += strformat("; %s would be %.1f%% faster, but %s", family_name(faster).c_str(),
+                      100 * (s.evals[i].tokens_per_s / e.tokens_per_s - 1),
+                      passed_over_reason(faster, c, options).c_str());
   }
   if (std::string comm = comm_variant_reason(problem, s, w); !comm.empty()) line += "; " + comm;
+  // A lossy winner passed the lossy margin: say by how much.
+  if (c.comm.lossy()) {
+    if (std::optional<size_t> exact = best_fitting(s, c.offload_level(), lossless)) {
+      line += strformat(
+          "; %.1f%% faster than the best lossless config (%s), more than the %.0f%% "
+          "quantized communication must win by (--lossy-margin)",
+          100 * (e.tokens_per_s / s.evals[*exact].tokens_per_s - 1),
+          family_name(s.candidates[*exact]).c_str(), 100 * options.lossy_margin);
+    }
+  }
   const double cap = problem.cluster.profile.gpu.memory_bytes;
   line += strformat("; GPU peak %s of %s (%s free)", gib(e.peak_bytes[kGpu]).c_str(),
                     gib(cap).c_str(), gib(cap - e.peak_bytes[kGpu]).c_str());
@@ -284,7 +399,7 @@ std::string why_it_wins(const Problem& problem, const SearchResult& s, size_t w)
 }
 
 std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w, size_t l,
-                         double offload_margin) {
+                         const PlanOptions& options) {
   const Evaluation& ew = s.evals[w];
   const Evaluation& el = s.evals[l];
   const Candidate& cw = s.candidates[w];
@@ -299,13 +414,9 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
   }
   const double ratio = el.tokens_per_s / ew.tokens_per_s;
   if (ratio > 1 + kSameSpeed) {
-    if (cl.offload_level() > cw.offload_level()) {
-      return strformat(
-          "%.1f%% faster in simulation, but it offloads %s; offload is recommended "
-          "only when it wins by more than %.0f%% (--offload-margin)",
-          100 * (ratio - 1), offload_words(cl).c_str(), 100 * offload_margin);
-    }
-    return strformat("%.1f%% faster", 100 * (ratio - 1));
+    const std::string reason = passed_over_reason(cl, cw, options);
+    return strformat("%.1f%% faster", 100 * (ratio - 1)) +
+           (reason.empty() ? "" : " in simulation, but " + reason);
   }
   if (ratio >= 1 - kSameSpeed) {
     if (el.peak_bytes[kGpu] > ew.peak_bytes[kGpu]) {
@@ -337,11 +448,11 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
              "; kernels slowed by the collectives they overlap)";
     }
   } else if (share(el, worst) >= kBinds) {
-    why += strformat("%s (exposed %s %s of its step)", kBoundNames[worst],
+    why += strformat("%s (%s %s of its step's critical path)", kBoundNames[worst],
                      sim::path_part_name(static_cast<sim::PathPart>(worst)),
                      percent(share(el, worst)).c_str());
   } else {
-    why += strformat("more exposed %s (%s of its step)",
+    why += strformat("more %s on its critical path (%s of its step)",
                      sim::path_part_name(static_cast<sim::PathPart>(worst)),
                      percent(share(el, worst)).c_str());
   }
@@ -350,6 +461,32 @@ std::string why_it_loses(const Problem& problem, const SearchResult& s, size_t w
     why += ", overlap_comm off";
   }
   return why;
+}
+
+size_t recommend(const SearchResult& s, const PlanOptions& options) {
+  // The smallest offload level whose best is within the offload margin of the best.
+  const size_t best = s.order[0];
+  const int best_level = s.candidates[best].offload_level();
+  size_t rec = best;
+  for (int level = 0; level < best_level; ++level) {
+    const std::optional<size_t> at = best_fitting(s, level, any_config);
+    if (at &&
+        s.evals[best].tokens_per_s <= s.evals[*at].tokens_per_s * (1 + options.offload_margin)) {
+      rec = *at;
+      break;
+    }
+  }
+  // Quantized communication is a fallback too: a lossy variant only when it beats the best
+  // lossless config that offloads no more by more than the lossy margin.
+  if (s.candidates[rec].comm.lossy()) {
+    const std::optional<size_t> exact =
+        best_fitting(s, s.candidates[rec].offload_level(), lossless);
+    if (exact &&
+        s.evals[rec].tokens_per_s <= s.evals[*exact].tokens_per_s * (1 + options.lossy_margin)) {
+      rec = *exact;
+    }
+  }
+  return rec;
 }
 
 PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchRequest& batch,
@@ -363,37 +500,19 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     r.what_would_fit = what_would_fit(problem, s, s.order[0]);
     return r;
   }
-  // The recommendation: the smallest offload level whose best is within the margin of the best.
-  const size_t best = s.order[0];
-  const int best_level = s.candidates[best].offload_level();
-  size_t rec = best;
-  for (int level = 0; level < best_level; ++level) {
-    std::optional<size_t> at;
-    for (size_t i : s.order) {
-      if (!s.evals[i].fits()) break;
-      if (s.candidates[i].offload_level() <= level) {
-        at = i;
-        break;
-      }
-    }
-    if (at &&
-        s.evals[best].tokens_per_s <= s.evals[*at].tokens_per_s * (1 + options.offload_margin)) {
-      rec = *at;
-      break;
-    }
-  }
+  const size_t rec = recommend(s, options);
   r.recommended = rec;
-  r.why = why_it_wins(problem, s, rec);
+  r.why = why_it_wins(problem, s, rec, options);
   const Candidate& crec = s.candidates[rec];
 
-  // Alternatives: the faster offloading config the margin passed over, the same family without
+  // Alternatives: the faster config a margin passed over, the same family without
   // checkpointing when the winner checkpoints, then the best of each other family -- those that
   // fit first, then the nearest misses among families that offload no more than the winner.
   std::vector<size_t> alts;
   auto add = [&](size_t i) {
     if (i != rec && !in_list(alts, i) && alts.size() < kMaxAlternatives) alts.push_back(i);
   };
-  if (best != rec) add(best);
+  for (size_t i : passed_over(s, rec)) add(i);
   if (crec[Knob::kCheckpointing]) {
     for (size_t i : s.order) {
       const Candidate& c = s.candidates[i];
@@ -430,8 +549,7 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
   for (size_t k = 0; k < simpler_misses.size() && k < 2; ++k) add(simpler_misses[k]);
   for (size_t i : fitting) add(i);
   for (size_t i : other_misses) add(i);
-  for (size_t i : alts)
-    r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options.offload_margin)});
+  for (size_t i : alts) r.alternatives.push_back({i, why_it_loses(problem, s, rec, i, options)});
 
   sim::DsConfig config = config_of(problem, s, rec);
   // The recommendation must read back as the same batch split (validate round-trips it through

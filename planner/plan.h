@@ -5,7 +5,9 @@
 // Ranking: throughput (tokens/s) among configs that fit with headroom in both memory views.
 // Recommendation: the fastest, except that offloading is a fallback -- a config that offloads
 // more (CPU, then NVMe) is recommended over the fastest config that offloads less only if it is
-// faster by more than PlanOptions::offload_margin (docs/planner.md, "Ranking").
+// faster by more than PlanOptions::offload_margin -- and so is quantized communication: a lossy
+// ZeRO++ variant only if it beats the best lossless config by more than
+// PlanOptions::lossy_margin (docs/planner.md, "Ranking").
 // Explanations follow fixed rules on the simulated critical path and the memory shortfall
 // (docs/planner.md, "Explanations"); all text is a pure function of the results.
 #ifndef ZPLAN_PLANNER_PLAN_H_
@@ -46,9 +48,20 @@ SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const 
 // So an offloading config must beat the best config that offloads less by a clear margin.
 inline constexpr double kDefaultOffloadMargin = 0.30;
 
+// The default lossy margin: a config that quantizes what it communicates (ZeRO++ qwZ's int8
+// weights, qgZ's int4 gradients; CommVariant::lossy) trains with other numbers than plain ZeRO-3,
+// which only the user's own loss curve can show harmless, and needs DeepSpeed's quantizer op; so
+// it is recommended over the best lossless config (plain ZeRO, hpZ, MiCS) that offloads no more
+// only when it is faster by more than the error of zplan's own predicted speed-ups for these
+// schemes: against the published ZeRO++ and MiCS speed-ups over ZeRO-3 (docs/fidelity.md item 8)
+// that error has a median of 26%, so a predicted gain below about a quarter is not evidence
+// enough to trade exact numerics for (docs/planner.md "Ranking").
+inline constexpr double kDefaultLossyMargin = 0.25;
+
 struct PlanOptions {
   EvalOptions eval;
   double offload_margin = kDefaultOffloadMargin;
+  double lossy_margin = kDefaultLossyMargin;
   std::string ds_config_file = "ds_config.json";  // named in the launch lines
   DsConfigFormat ds_config_format = DsConfigFormat::kDeepSpeed;  // what the written file is for
 };
@@ -80,6 +93,13 @@ struct PlanResult {
 PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchRequest& batch,
                 const PlanOptions& options);
 
+// The config plan() recommends among a ranked search whose first config fits: the fastest,
+// except that offload and quantized communication are fallbacks -- the best of the lowest offload
+// level within options.offload_margin of the fastest, then, if that one is lossy
+// (CommVariant::lossy), the best lossless config that offloads no more unless the lossy one is
+// faster than it by more than options.lossy_margin.
+size_t recommend(const SearchResult& search, const PlanOptions& options);
+
 // The smallest number of GPUs above the current count (whole nodes of the profile's size) on
 // which some configuration that offloads at most `max_offload_level` (0 none, 1 CPU, 2 NVMe)
 // fits by the analytic bound, at micro-batch 1 with checkpointing and the smallest buffers;
@@ -96,10 +116,12 @@ std::optional<GpuCount> min_gpus_to_fit(const Problem& problem, const SearchSpac
                                         int max_offload_level);
 
 // The explanation lines, exposed for tests and for the sweep's report.
-std::string why_it_wins(const Problem& problem, const SearchResult& search, size_t winner);
+std::string why_it_wins(const Problem& problem, const SearchResult& search, size_t winner,
+                        const PlanOptions& options);
 std::string why_it_loses(const Problem& problem, const SearchResult& search, size_t winner,
-                         size_t loser, double offload_margin);
-// "compute-bound: compute 97% of the step (MFU 52%), exposed all-gather 2%" and the like.
+                         size_t loser, const PlanOptions& options);
+// "compute-bound: compute 97% of the step's critical path (MFU 52%), all-gather 2.0%" and the like:
+// the shares of the critical path (sim/simulate.h bottleneck()).
 std::string what_binds(const Evaluation& e);
 // "GPU short by 5.1 GiB at backward (activations 65%)", for a config that does not fit.
 std::string shortfall(const Problem& problem, const Evaluation& e);

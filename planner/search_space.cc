@@ -324,6 +324,19 @@ int Candidate::family() const {
          36 * comm.family();
 }
 
+CommVariant CommVariant::of(const sim::ZeroConfig& z) {
+  CommVariant v;
+  if (z.stage != 3) return v;
+  if (z.hpz()) v.hpz = z.hpz_partition_size;
+  v.qwz = z.quantized_weights;
+  v.qgz = z.quantized_gradients;
+  if (z.mics()) {
+    v.mics = z.mics_shard_size;
+    v.mics_hier = z.mics_hierarchical_params_gather;
+  }
+  return v;
+}
+
 std::string family_name(const Candidate& c) {
   static const char* const kDevice[] = {"", "CPU", "NVMe"};
   std::string s = "ZeRO-" + std::to_string(c.stage());

@@ -113,9 +113,16 @@ struct CommVariant {
   bool mics_hier = false;  // mics_hierarchical_params_gather
   bool zeropp() const { return hpz > 1 || qwz || qgz; }
   bool plain() const { return !zeropp() && mics <= 0; }
+  // Quantizes what it communicates (qwZ's int8 weights, qgZ's int4 gradients), so that training
+  // computes with other numbers than plain ZeRO-3 does; hpZ and MiCS only move the same bytes
+  // among other ranks.
+  bool lossy() const { return qwz || qgz; }
   // 0: plain ZeRO, 1: ZeRO++, 2: MiCS.
   int family() const { return mics > 0 ? 2 : zeropp() ? 1 : 0; }
   bool operator==(const CommVariant&) const = default;
+
+  // The settings `zero` runs with: none below stage 3, where DeepSpeed reads none of them.
+  static CommVariant of(const sim::ZeroConfig& zero);
 };
 
 struct Candidate {

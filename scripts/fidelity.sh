@@ -476,9 +476,9 @@ if markdown:
         out.append("| %s | %d | %s | %d | %s |" % (s, len(t), "%.0f%%" % (100 * statistics.median(t)) if t else "-",
                                                    len(m), "%.0f%%" % (100 * statistics.median(m)) if m else "-"))
     out.append("")
-    out.append("What zplan says limits each case (its `bottleneck` and `bound`):")
+    out.append("What zplan says limits each case (its critical path by kind of work, `bottleneck`, and `bound`):")
     out.append("")
-    out.append("| case | zplan's bottleneck | bound by |")
+    out.append("| case | zplan's critical path | bound by |")
     out.append("|---|---|---|")
     seen = set()
     for r in rows:

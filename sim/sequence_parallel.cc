@@ -44,10 +44,9 @@ void check_sequence_parallel(const models::Model& model,
                              "-token sequence (DeepSpeed raises); change --seq-len");
   }
   const int g = cluster.gpus_per_node();
-  if ((sp > g && sp % g != 0) || (sp < g && g % sp != 0)) {
-    throw InputError(at, "not modelled: sequence-parallel groups of " + n + " ranks split nodes of " +
-                             std::to_string(g) + " GPUs; use a divisor or a multiple of " +
-                             std::to_string(g));
+  if (std::string problem = groups_split_nodes("sequence-parallel groups", sp, g);
+      !problem.empty()) {
+    throw InputError(at, problem);
   }
 }
 

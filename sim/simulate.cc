@@ -116,8 +116,7 @@ std::string StepResult::bottleneck() const {
     if (share < 1.0) continue;
     if (!out.empty()) out += ", ";
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%s%s %.0f%%", i == 0 ? "" : "exposed ",
-                  path_part_name(static_cast<PathPart>(i)), share);
+    std::snprintf(buf, sizeof buf, "%s %.0f%%", path_part_name(static_cast<PathPart>(i)), share);
     out += buf;
   }
   return out;

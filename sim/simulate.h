@@ -117,8 +117,11 @@ struct StepResult {
   size_t tasks = 0;
   uint64_t events = 0;
 
-  // One line: what the step time is made of, e.g.
-  // "compute 64%, exposed all-gather 29%, exposed reduce-scatter 5%, CPU optimizer 2%".
+  // One line: the critical path by kind of work, largest first, as shares of the step time
+  // (critical_path_s), e.g. "gradient reduction 80%, compute 14%, all-gather 5%". A part counts
+  // every task of it the step waited on, whole, even where compute ran beside it: so it can
+  // exceed the time its stream ran with compute idle (ResourceUse::exposed_s), which counts
+  // only the stretches compute did not hide.
   std::string bottleneck() const;
   // bound_phrase() of this step: what binds it, and for a collective, latency or bandwidth.
   std::string bound() const;

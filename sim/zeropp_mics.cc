@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/input_error.h"
+#include "base/text.h"
 #include "sim/memory_model.h"
 
 namespace zplan::sim {
@@ -167,27 +168,31 @@ double reduce_transient_bytes(const ZeroGroups& groups, double p, double elems, 
   return (1 + 3 / g) * std::min(largest, elems);
 }
 
+std::string groups_split_nodes(const char* what, int64_t ranks, int gpus_per_node) {
+  const int64_t g = gpus_per_node;
+  if (ranks <= 1 || g % ranks == 0 || ranks % g == 0) return "";
+  return strformat(
+      "not modelled: %s of %lld consecutive ranks split nodes of %lld GPUs (some "
+      "span two nodes); use a divisor or a multiple of %lld",
+      what, static_cast<long long>(ranks), static_cast<long long>(g), static_cast<long long>(g));
+}
+
 void check_zeropp_mics_cluster(const ZeroConfig& z, const hardware::Cluster& cluster,
                                const std::string& where) {
   if (z.stage != 3) return;
   const int n = cluster.gpus, g = cluster.gpus_per_node();
-  const std::string node = " GPUs per node";
   if (z.hpz()) {
-    const int64_t h = std::min<int64_t>(z.hpz_partition_size, n);
-    if (h > g && h % g != 0) {
-      throw InputError(json_location(where, "/zero_optimization/zero_hpz_partition_size"),
-                       "not modelled: hpZ groups of " + std::to_string(h) + " ranks split nodes of " +
-                           std::to_string(g) + node + "; use a divisor or a multiple of " +
-                           std::to_string(g));
+    const std::string problem =
+        groups_split_nodes("hpZ groups", std::min<int64_t>(z.hpz_partition_size, n), g);
+    if (!problem.empty()) {
+      throw InputError(json_location(where, "/zero_optimization/zero_hpz_partition_size"), problem);
     }
   }
   if (z.mics()) {
     const int64_t s = z.mics_shard_size;
-    if (s > g && s % g != 0) {
-      throw InputError(json_location(where, "/zero_optimization/mics_shard_size"),
-                       "not modelled: MiCS shards of " + std::to_string(s) + " ranks split nodes of " +
-                           std::to_string(g) + node + "; use a divisor or a multiple of " +
-                           std::to_string(g));
+    const std::string problem = groups_split_nodes("MiCS shards", s, g);
+    if (!problem.empty()) {
+      throw InputError(json_location(where, "/zero_optimization/mics_shard_size"), problem);
     }
     if (z.mics_hierarchical_params_gather && s / g <= 1) {
       throw InputError(

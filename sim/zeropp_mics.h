@@ -103,9 +103,18 @@ double gather_transient_bytes(const ZeroConfig& zero, const ZeroGroups& groups, 
 // `largest`.
 double reduce_transient_bytes(const ZeroGroups& groups, double p, double elems, double largest);
 
+// "" when groups of `ranks` consecutive ranks each lie inside one node of `gpus_per_node` GPUs or
+// hold whole nodes (the size divides the node's GPUs or they divide it); else the one-line
+// "not modelled: <what> of 4 consecutive ranks split nodes of 6 GPUs ..." problem. DeepSpeed
+// forms hpZ groups, MiCS shards and Ulysses groups of consecutive ranks and its launcher fills a
+// node first, so any other size puts some groups across a node boundary (12 ranks on nodes of 6
+// in groups of 4: ranks 4-7 are two on each node), which zero_groups does not describe.
+std::string groups_split_nodes(const char* what, int64_t ranks, int gpus_per_node);
+
 // The checks of ZeRO++ and MiCS that need the node size; throws InputError naming `where` and
 // the key. DeepSpeed asserts a hierarchical MiCS gather spans more than one node
-// (mics_utils.py); zplan models hpZ groups and MiCS shards that hold whole nodes or fit in one.
+// (mics_utils.py); zplan models hpZ groups and MiCS shards that hold whole nodes or fit in one,
+// and refuses the others (groups_split_nodes).
 void check_zeropp_mics_cluster(const ZeroConfig& zero, const hardware::Cluster& cluster,
                                const std::string& where);
 // Lines for the user when a key has no effect on this cluster (qgZ on one node), else empty.

@@ -528,20 +528,56 @@ void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
   }
 }
 
-// DeepSpeed 0.19 hands offload_param to the stage-3 optimizer only (engine.py
-// _configure_zero_optimizer: DeepSpeedZeroOptimizer for stages 1-2 takes offload_optimizer_config
-// alone; zero.Init, the other reader, runs only at stage 3), so a file that keeps the block at a
-// lower stage trains without parameter offload. Read it as DeepSpeed does, and say so.
-void ignore_offload_param_below_stage3(const Locator& locator, const ParseContext& context,
-                                       DsConfig& c) {
-  if (c.zero.stage == 3 || c.zero.offload_param.device == OffloadDevice::kNone) return;
-  if (context.notes != nullptr) {
-    context.notes->push_back(locator.at("/zero_optimization/offload_param/device") + " is \"" +
-                             offload_device_name(c.zero.offload_param.device) +
-                             "\", which DeepSpeed reads only at ZeRO stage 3: ignored at stage " +
-                             std::to_string(c.zero.stage) + ", as DeepSpeed ignores it");
+// Keys DeepSpeed 0.19 reads only where they apply, which a file may keep where they do not:
+// a file that does trains without them, so zplan reads it as DeepSpeed does and says so, one
+// note per key. Below ZeRO stage 3: offload_param (engine.py _configure_zero_optimizer gives it to
+// the stage-3 optimizer only, and zero.Init, its other reader, runs only at stage 3) and the
+// ZeRO++ and MiCS keys -- hpZ's group and qwZ's quantized gather are made by
+// partition_parameters.py Init, qgZ's all-to-all reduction is stage3.py's (the engine builds its
+// process groups at any stage, engine.py _configure_distributed_model, but DeepSpeedZeroOptimizer
+// of stages 1-2 never uses them), MiCS's optimizer is built in _configure_zero_optimizer's stage-3
+// branch only. At stage 3 without a MiCS shard: mics_hierarchical_params_gather (read by
+// mics.py's MiCS_Init alone, when it builds the shard's groups).
+void ignore_keys_deepspeed_ignores(const Locator& locator, const ParseContext& context,
+                                   DsConfig& c) {
+  ZeroConfig& z = c.zero;
+  const ZeroConfig defaults;
+  auto ignore = [&](const char* key, const std::string& value, const std::string& where) {
+    if (context.notes == nullptr) return;
+    context.notes->push_back(locator.at(internal::kZ + key) + " is " + value +
+                             ", which DeepSpeed reads " + where + ", as DeepSpeed ignores it");
+  };
+  if (z.stage != 3) {
+    const std::string below = "only at ZeRO stage 3: ignored at stage " + std::to_string(z.stage);
+    if (z.offload_param.device != OffloadDevice::kNone) {
+      ignore("offload_param/device",
+             "\"" + std::string(offload_device_name(z.offload_param.device)) + "\"", below);
+      z.offload_param = defaults.offload_param;
+    }
+    if (z.hpz_partition_size > 1) {
+      ignore("zero_hpz_partition_size", std::to_string(z.hpz_partition_size), below);
+      z.hpz_partition_size = defaults.hpz_partition_size;
+    }
+    if (z.quantized_weights) {
+      ignore("zero_quantized_weights", "true", below);
+      z.quantized_weights = defaults.quantized_weights;
+    }
+    if (z.quantized_gradients) {
+      ignore("zero_quantized_gradients", "true", below);
+      z.quantized_gradients = defaults.quantized_gradients;
+    }
+    if (z.mics_shard_size > 0) {
+      ignore("mics_shard_size", std::to_string(z.mics_shard_size), below);
+      z.mics_shard_size = defaults.mics_shard_size;
+    }
   }
-  c.zero.offload_param = OffloadParamConfig{};
+  if (z.mics_hierarchical_params_gather && !z.mics()) {
+    ignore("mics_hierarchical_params_gather", "true",
+           z.stage == 3
+               ? "only with mics_shard_size > 0: ignored without a MiCS shard"
+               : "only at ZeRO stage 3 with MiCS: ignored at stage " + std::to_string(z.stage));
+    z.mics_hierarchical_params_gather = defaults.mics_hierarchical_params_gather;
+  }
 }
 
 // With AutoTP, DeepSpeedConfig checks the batch keys against the world it is given
@@ -617,7 +653,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   keep_unmodeled_top_keys(document, c);
   check_unmodeled_top_keys(top, errors);
   errors.throw_if_any();
-  ignore_offload_param_below_stage3(locator, context, c);
+  ignore_keys_deepspeed_ignores(locator, context, c);
   if (uses_bf16_optimizer(c) && context.notes != nullptr) {
     context.notes->push_back(
         locator.at("/data_types/grad_accum_dtype") +

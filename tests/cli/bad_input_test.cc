@@ -14,21 +14,6 @@
 namespace zplan::testing {
 namespace {
 
-// A file in a fresh temporary directory with the given content; removed at scope end.
-struct TempFile {
-  explicit TempFile(const std::string& content, const std::string& name = "input.json") {
-    char tmpl[] = "/tmp/zplan-bad-XXXXXX";
-    dir = mkdtemp(tmpl);
-    path = dir + "/" + name;
-    std::ofstream(path) << content;
-  }
-  ~TempFile() {
-    std::remove(path.c_str());
-    rmdir(dir.c_str());
-  }
-  std::string dir, path;
-};
-
 const char* const kSetupCommands[] = {"memory", "simulate"};
 
 TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {

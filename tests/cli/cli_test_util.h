@@ -2,13 +2,14 @@
 #ifndef ZPLAN_TESTS_CLI_CLI_TEST_UTIL_H_
 #define ZPLAN_TESTS_CLI_CLI_TEST_UTIL_H_
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -63,6 +64,23 @@ inline void expect_one_line_error(const RunResult& r, int code, const std::strin
   CHECK(r.err.find(mentions) != std::string::npos);
   CHECK(r.err.find("terminate called") == std::string::npos);
 }
+
+// A file in a fresh temporary directory with the given content; removed at scope end.
+struct TempFile {
+  explicit TempFile(const std::string& content, const std::string& name = "input.json") {
+    char tmpl[] = "/tmp/zplan-bad-XXXXXX";
+    dir = mkdtemp(tmpl);
+    path = dir + "/" + name;
+    std::ofstream(path) << content;
+  }
+  ~TempFile() {
+    std::remove(path.c_str());
+    rmdir(dir.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  std::string dir, path;
+};
 
 }  // namespace zplan::testing
 

@@ -152,6 +152,9 @@ TEST_CASE("plan says small shortfalls in MiB and refuses an infinite --offload-m
   expect_one_line_error(
       run_zplan("--model 13b --gpus 8 --hw a100-40g --offload-margin inf --out x.json"), 1,
       "--offload-margin: must be a fraction >= 0, got inf");
+  expect_one_line_error(
+      run_zplan("--model 13b --gpus 8 --hw a100-40g --lossy-margin -0.1 --out x.json"), 1,
+      "--lossy-margin: must be a fraction >= 0, got -0.1");
 }
 
 TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {

@@ -388,24 +388,52 @@ TEST_CASE("the explanation lines name what binds", "[planner]") {
   e.mfu = 0.5;
   e.critical_path_s = {9.5, 0.3, 0.2, 0, 0, 0};
   CHECK(what_binds(e) ==
-        "compute-bound: compute 95% of the step (MFU 50%), exposed all-gather 3.0%, exposed "
+        "compute-bound: compute 95% of the step's critical path (MFU 50%), all-gather 3.0%, "
         "gradient reduction 2.0%");
   e.critical_path_s = {6, 0, 0, 0.5, 3.5, 0};
   CHECK(what_binds(e) ==
-        "CPU-Adam-bound: exposed CPU optimizer 35% of the step, compute 60%, exposed host "
+        "CPU-Adam-bound: CPU optimizer 35% of the step's critical path, compute 60%, host "
         "copies 5.0%");
   e.critical_path_s = {5, 0, 0, 0, 0, 5};
-  CHECK_THAT(what_binds(e), Catch::StartsWith("NVMe-bound: exposed NVMe 50%"));
-  // A collective: latency 0.5 s of the 4 s the all-gather is exposed -> bandwidth dominates;
+  CHECK_THAT(what_binds(e), Catch::StartsWith("NVMe-bound: NVMe 50%"));
+  // A collective: latency 0.5 s of the 4 s the all-gather is on the critical path -> bandwidth
+  // dominates;
   // 3 of 4 s -> latency does.
   e.critical_path_s = {5.5, 4, 0.5, 0, 0, 0};
   e.critical_latency_s = {0, 0.5, 0, 0, 0, 0};
   CHECK(what_binds(e) ==
         "communication-bound: all-gather, bandwidth-dominated (40% of the step, latency 5%), "
-        "compute 55%, exposed gradient reduction 5.0%");
+        "compute 55%, gradient reduction 5.0%");
   e.critical_latency_s = {0, 3, 0, 0, 0, 0};
   CHECK_THAT(what_binds(e),
              Catch::StartsWith("communication-bound: all-gather, latency-dominated (40%"));
+}
+
+TEST_CASE("a mixture of experts at ZeRO-3 is planned as a leaf module, and the plan says so",
+          "[planner]") {
+  // Mixtral-8x7B on 8 A100-80GB: ZeRO-3 fits with the optimizer in CPU memory.
+  const KnobRequest k = knobs({{Knob::kStage, "3"},
+                               {Knob::kOffloadOptimizer, "cpu"},
+                               {Knob::kOffloadParam, "none"},
+                               {Knob::kMicroBatch, "1"},
+                               {Knob::kCheckpointing, "full"}});
+  auto leaf_lines = [&](const std::string& model, const KnobRequest& request) {
+    PlanResult r = testing::run_plan_2t(problem(model, "a100", 8, 1024), request);
+    REQUIRE(r.recommended);
+    int n = 0;
+    for (const std::string& line : r.needs) {
+      if (line.find("set_z3_leaf_modules") == std::string::npos) continue;
+      ++n;
+      CHECK_THAT(line, Catch::StartsWith("mixture of experts at ZeRO-3: the prediction gathers "
+                                         "each MoE block"));
+      CHECK_THAT(line, Catch::Contains("MixtralSparseMoeBlock"));
+      CHECK_THAT(line, Catch::Contains("training hangs"));
+    }
+    return n;
+  };
+  CHECK(leaf_lines(std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", k) == 1);
+  // Dense models need nothing of the kind.
+  CHECK(leaf_lines("6.7b", k) == 0);
 }
 
 TEST_CASE("the HTML report is self-contained", "[planner]") {

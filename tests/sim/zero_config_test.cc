@@ -677,6 +677,81 @@ TEST_CASE("offload_param below stage 3 is ignored with a note, as DeepSpeed igno
              Contains("optimizer offload needs ZeRO stage 1, 2 or 3"));
 }
 
+TEST_CASE("ZeRO++ and MiCS keys where DeepSpeed does not read them: a note, as offload_param's",
+          "[zero_config]") {
+  // DeepSpeed 0.19 reads them in stage 3's code only (partition_parameters.py Init, stage3.py,
+  // engine.py's stage-3 branch), and mics_hierarchical_params_gather only with a MiCS shard: the
+  // trial's hpz_stage2.json, mics_stage2.json and qw_stage1.json train as plain ZeRO-2 / ZeRO-1.
+  std::vector<std::string> notes;
+  ParseContext context = context8();
+  context.notes = &notes;
+  // bf16, so that the only notes are these (a file without a precision block gets one).
+  auto zero = [](json block) {
+    return merged(with_zero(std::move(block)), {{"bf16", {{"enabled", true}}}});
+  };
+  const json zpp = {{"zero_hpz_partition_size", 8},
+                    {"zero_quantized_weights", true},
+                    {"zero_quantized_gradients", true},
+                    {"mics_shard_size", 4},
+                    {"mics_hierarchical_params_gather", true}};
+  const json stage2 = zero(merged({{"stage", 2}}, zpp));
+  DsConfig c = parse(stage2, context);
+  const ZeroConfig defaults;
+  CHECK(c.zero.hpz_partition_size == defaults.hpz_partition_size);
+  CHECK(c.zero.quantized_weights == defaults.quantized_weights);
+  CHECK(c.zero.quantized_gradients == defaults.quantized_gradients);
+  CHECK(c.zero.mics_shard_size == defaults.mics_shard_size);
+  CHECK(c.zero.mics_hierarchical_params_gather == defaults.mics_hierarchical_params_gather);
+  const std::string tail =
+      ", which DeepSpeed reads only at ZeRO stage 3: ignored at stage 2, as "
+      "DeepSpeed ignores it";
+  REQUIRE(notes.size() == 5);
+  CHECK(notes[0] == "t.json: /zero_optimization/zero_hpz_partition_size is 8" + tail);
+  CHECK(notes[1] == "t.json: /zero_optimization/zero_quantized_weights is true" + tail);
+  CHECK(notes[2] == "t.json: /zero_optimization/zero_quantized_gradients is true" + tail);
+  CHECK(notes[3] == "t.json: /zero_optimization/mics_shard_size is 4" + tail);
+  CHECK(notes[4] ==
+        "t.json: /zero_optimization/mics_hierarchical_params_gather is true, which "
+        "DeepSpeed reads only at ZeRO stage 3 with MiCS: ignored at stage 2, as "
+        "DeepSpeed ignores it");
+  // One path for every stage-3-only key: offload_param's note comes first, in the same words.
+  notes.clear();
+  parse(
+      zero(
+          {{"stage", 1}, {"offload_param", {{"device", "cpu"}}}, {"zero_quantized_weights", true}}),
+      context);
+  REQUIRE(notes.size() == 2);
+  CHECK_THAT(notes[0], Contains("/zero_optimization/offload_param/device is \"cpu\", which "
+                                "DeepSpeed reads only at ZeRO stage 3: ignored at stage 1"));
+  CHECK_THAT(notes[1], Contains("/zero_optimization/zero_quantized_weights is true, which "
+                                "DeepSpeed reads only at ZeRO stage 3: ignored at stage 1"));
+  // Their off values say nothing.
+  notes.clear();
+  parse(zero({{"stage", 2},
+              {"zero_hpz_partition_size", 1},
+              {"zero_quantized_weights", false},
+              {"mics_shard_size", -1}}),
+        context);
+  CHECK(notes.empty());
+  // At stage 3 they are read, without a note; the hierarchical gather without a shard is not.
+  notes.clear();
+  c = parse(zero({{"stage", 3}, {"mics_shard_size", 4}, {"mics_hierarchical_params_gather", true}}),
+            context);
+  CHECK(c.zero.mics());
+  CHECK(c.zero.mics_hierarchical_params_gather);
+  CHECK(notes.empty());
+  c = parse(zero({{"stage", 3}, {"mics_hierarchical_params_gather", true}}), context);
+  CHECK_FALSE(c.zero.mics_hierarchical_params_gather);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] ==
+        "t.json: /zero_optimization/mics_hierarchical_params_gather is true, which "
+        "DeepSpeed reads only with mics_shard_size > 0: ignored without a MiCS shard, "
+        "as DeepSpeed ignores it");
+  // What is written back is a plain ZeRO-2 block.
+  const json written = ds_config_to_json(parse(stage2))["zero_optimization"];
+  for (const auto& item : zpp.items()) CHECK_FALSE(written.contains(item.key()));
+}
+
 TEST_CASE("elastic training is refused as not modelled", "[zero_config]") {
   const json base = {{"train_micro_batch_size_per_gpu", 1}};
   CHECK_THAT(error_of(merged(base, {{"elasticity", {{"enabled", true},

@@ -165,13 +165,43 @@ TEST_CASE("ZeRO++ and MiCS checks that need the node size", "[sim]") {
   CHECK_THROWS_WITH(
       check_zeropp_mics_cluster(config(z3(R"(, "zero_hpz_partition_size": 12)"), 48).zero, cl,
                                 "c.json"),
-      Catch::Contains("zero_hpz_partition_size: not modelled: hpZ groups of 12 ranks split"));
+      Catch::Contains("zero_hpz_partition_size: not modelled: hpZ groups of 12 consecutive "
+                      "ranks split nodes of 8 GPUs"));
   CHECK_THROWS_WITH(
       check_zeropp_mics_cluster(config(z3(R"(, "mics_shard_size": 12)"), 48).zero, cl, "c.json"),
       Catch::Contains("mics_shard_size: not modelled: MiCS shards of 12"));
   CHECK_NOTHROW(check_zeropp_mics_cluster(
       config(z3(R"(, "mics_shard_size": 16, "mics_hierarchical_params_gather": true)"), 48).zero,
       cl, "c.json"));
+  // Groups smaller than a node that do not divide it: 12 ranks on 2 nodes of 6 in groups of 4
+  // are ranks 0-3 (node 0), 4-7 (two on each node), 8-11 (node 1) -- DeepSpeed's consecutive
+  // groups, which zero_groups would price as if all were inside a node. The trial's
+  // n12_mics4.json and hpz4.json.
+  const hardware::Cluster twelve = ideal_cluster(12, 2);
+  CHECK_THROWS_WITH(
+      check_zeropp_mics_cluster(config(z3(R"(, "mics_shard_size": 4)"), 12).zero, twelve,
+                                "n12_mics4.json"),
+      "n12_mics4.json: /zero_optimization/mics_shard_size: not modelled: MiCS shards of 4 "
+      "consecutive ranks split nodes of 6 GPUs (some span two nodes); use a divisor or a "
+      "multiple of 6");
+  CHECK_THROWS_WITH(
+      check_zeropp_mics_cluster(config(z3(R"(, "zero_hpz_partition_size": 4)"), 12).zero, twelve,
+                                "hpz4.json"),
+      Catch::Contains("hpz4.json: /zero_optimization/zero_hpz_partition_size: not modelled: hpZ "
+                      "groups of 4 consecutive ranks split nodes of 6 GPUs"));
+  // Divisors and multiples of the node are modelled; hpZ above the world is one group of all.
+  for (const char* ok : {R"(, "zero_hpz_partition_size": 2)", R"(, "zero_hpz_partition_size": 3)",
+                         R"(, "zero_hpz_partition_size": 6)", R"(, "zero_hpz_partition_size": 12)",
+                         R"(, "zero_hpz_partition_size": 1024)", R"(, "mics_shard_size": 6)",
+                         R"(, "mics_shard_size": 3)", R"(, "mics_shard_size": 12)"}) {
+    INFO(ok);
+    CHECK_NOTHROW(check_zeropp_mics_cluster(config(z3(ok), 12).zero, twelve, "c.json"));
+  }
+  CHECK(groups_split_nodes("groups", 4, 6) != "");
+  CHECK(groups_split_nodes("groups", 9, 6) != "");  // 0-8 is a node and a half
+  CHECK(groups_split_nodes("groups", 1, 6) == "");
+  CHECK(groups_split_nodes("groups", 6, 6) == "");
+  CHECK(groups_split_nodes("groups", 18, 6) == "");
   CHECK(zeropp_mics_note(config(z3(R"(, "zero_quantized_gradients": true)"), 8).zero,
                          ideal_cluster(8))
             .find("no effect on one node") != std::string::npos);
