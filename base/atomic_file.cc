@@ -38,7 +38,7 @@ std::string checked_target(const std::string& path, bool overwrite, std::string*
   std::string target = path;
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
-    if (!overwrite) throw InputError(path, "exists; pass --force to replace it");
+    // What cannot be replaced at all is said first: --force would not help there.
     if (S_ISLNK(st.st_mode)) {
       char* resolved = realpath(path.c_str(), nullptr);
       if (resolved == nullptr) {
@@ -61,6 +61,7 @@ std::string checked_target(const std::string& path, bool overwrite, std::string*
       throw InputError(path, std::string("is ") + (target != path ? "a link to " : "") + what +
                                  "; zplan replaces only regular files");
     }
+    if (!overwrite) throw InputError(path, "exists; pass --force to replace it");
   }
   split_path(target, dir, base);
   if (base->empty()) throw InputError(path, "is a directory name, expected a file name");

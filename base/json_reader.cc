@@ -246,8 +246,11 @@ int64_t JsonReader::as_integer() const {
     }
     return value_->get<int64_t>();
   }
-  if (value_->is_number_float() && is_integral_double(value_->get<double>())) {
-    return static_cast<int64_t>(value_->get<double>());
+  if (value_->is_number_float()) {
+    const double v = value_->get<double>();
+    if (is_integral_double(v)) return static_cast<int64_t>(v);
+    // A whole number past int64 (1e20): the value is an integer, too large a one.
+    if (std::isfinite(v) && std::floor(v) == v) fail("integer is too large");
   }
   fail("must be an integer, got " + describe_json_value(*value_));
 }

@@ -205,6 +205,7 @@ int run_plan(const PlanCliOptions& o) {
   planner::PlanOptions po;
   po.ds_config_format = format;
   po.eval.threads = o.search.threads;
+  po.eval.comm = rs.comm;
   po.eval.progress = progress_bar();
   po.offload_margin = o.offload_margin;
   po.lossy_margin = o.lossy_margin;

@@ -41,7 +41,7 @@ std::string binds_cell(const planner::Evaluation& e) {
     if (e.critical_path_s[p] > e.critical_path_s[worst]) worst = p;
   }
   const double compute = e.critical_path_s[0] / e.step_time_s;
-  if (compute >= sim::kComputeBoundShare || worst == 0) {
+  if (sim::is_compute_bound(compute) || worst == 0) {
     return strformat("compute %.0f%%", 100 * compute);
   }
   return strformat("%s %.0f%%",
@@ -186,6 +186,7 @@ int run_sweep(const SweepCliOptions& o) {
   const planner::Problem p = autotp_problem(rs.problem, rs.autotp_sizes.front());
   planner::EvalOptions eo;
   eo.threads = o.search.threads;
+  eo.comm = rs.comm;
   eo.prune = !o.no_prune;
   eo.progress = progress_bar();
   planner::SearchResult s = planner::run_search(p, rs.knobs, rs.batch, eo);

@@ -188,6 +188,15 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
                                       std::to_string(kMaxSeqLen) + " tokens)");
   }
   w.seq_len = o.seq_len != kModelSeqLen ? o.seq_len : model.shape().default_seq_len;
+  if (const int64_t limit = models::learned_position_limit(model.shape());
+      limit > 0 && w.seq_len > limit) {
+    throw InputError("--seq-len", std::to_string(w.seq_len) + " tokens is longer than " +
+                                      model.shape().name + "'s learned position table (" +
+                                      std::to_string(limit) +
+                                      " positions: n_positions or max_position_embeddings in its "
+                                      "config): the embedding lookup would fail; shorten the "
+                                      "sequence or give the model a larger table");
+  }
   if (!o.attention.empty()) {
     std::optional<sim::Attention> a = sim::attention_from_name(o.attention);
     if (!a) {
@@ -244,6 +253,11 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
   c.precision = context.auto_precision;
   c.grad_accum_dtype = context.auto_precision;  // data_types.grad_accum_dtype: the model's
   sim::ZeroConfig& z = c.zero;
+  if (o.stage) {
+    if (std::optional<std::string> problem = sim::stage_range_problem(*o.stage)) {
+      throw InputError("--stage", *problem);
+    }
+  }
   const int stage = o.stage.value_or(0);
   z.stage = stage;
   // The size flags are the planner's knobs, one value each: the same syntax, ranges and errors.

@@ -49,9 +49,14 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
     app.add_option(sim::knob_flag(static_cast<Knob>(i)), o.knob_text[i], kKnobHelp[i]);
   }
   app.add_option("--knob", o.knob_assignments,
-                 "NAME=LIST for any knob by its ds_config name, e.g. "
-                 "--knob stage3_max_live_parameters=1e8,1e9 (repeatable)")
+                 "NAME=LIST for any knob of the grid by its ds_config name, e.g. "
+                 "--knob stage3_max_live_parameters=1e8,1e9 (repeatable; ZeRO++ and MiCS: "
+                 "--comm-variants)")
       ->take_all();
+  app.add_option("--comm-variants", o.comm_variants,
+                 "ZeRO++/MiCS variants of the best stage-3 configs tried on several nodes: all, "
+                 "lossless (hpZ and MiCS, no quantized qwZ/qgZ) or none")
+      ->capture_default_str();
   app.add_option("--autotp", o.autotp,
                  "AutoTP sizes to compare (tensor_parallel.autotp_size), e.g. 1,2,4: each "
                  "layer's weights split over that many GPUs of a node (default: 1, off)");
@@ -80,7 +85,9 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
   ResolvedSearch r{
       planner::Problem{resolve_model(o.setup), resolve_cluster(o.setup), {}, {}, {}, o.headroom},
       {},
-      {}};
+      {},
+      {1},
+      planner::CommSearch::kAll};
   r.problem.workload = resolve_workload(o.setup, r.problem.model);
   r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
   check_attention_runs(r.problem.workload.attention, r.problem.precision,
@@ -102,6 +109,15 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
     }
     // Each size's model and cluster checks, before any search.
     for (int tp : r.autotp_sizes) autotp_problem(r.problem, tp);
+  }
+  const std::string comm = ascii_lower(o.comm_variants);
+  if (comm == "lossless") {
+    r.comm = planner::CommSearch::kLossless;
+  } else if (comm == "none") {
+    r.comm = planner::CommSearch::kNone;
+  } else if (comm != "all") {
+    throw InputError("--comm-variants",
+                     "must be all, lossless or none, got '" + o.comm_variants + "'");
   }
   r.batch.global_batch = o.setup.global_batch;
   r.batch.global_batch_tokens = o.global_batch_tokens;

@@ -28,6 +28,7 @@ struct SearchCliOptions {
   std::array<bool, sim::kNumKnobs> knob_given{};  // filled by capture_given()
   std::vector<std::string> knob_assignments;          // --knob NAME=LIST
   std::string autotp;  // --autotp LIST: AutoTP sizes to compare (empty: 1, off)
+  std::string comm_variants = "all";  // --comm-variants all|lossless|none
   double headroom = planner::kDefaultHeadroom;
   int threads = 0;
   std::string report;
@@ -46,6 +47,7 @@ struct ResolvedSearch {
   sim::KnobRequest knobs;
   planner::BatchRequest batch;
   std::vector<int> autotp_sizes = {1};  // --autotp, in the order given
+  planner::CommSearch comm = planner::CommSearch::kAll;  // --comm-variants
 };
 
 // `problem` as it is planned with AutoTP of size `tp` (sim/tensor_parallel.h): its model one

@@ -310,10 +310,15 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
           if (seen.insert(last).second) names += (names.empty() ? "" : ", ") + last;
         }
       }
+      // The Llama-style names every family also answers to, less those already listed.
+      std::string aliases;
+      for (const char* a :
+           {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
+        if (!seen.count(a)) aliases += std::string(a) + ", ";
+      }
       throw InputError("--lora-targets", "'" + t + "' matches no linear of " + model.name() +
-                                             " (its block linears: " + names +
-                                             "; or q_proj, k_proj, v_proj, o_proj, gate_proj, "
-                                             "up_proj, down_proj, all-linear)");
+                                             " (its block linears: " + names + "; or " +
+                                             aliases + "all-linear)");
     }
   } else {
     // Freeze whole layers from the bottom while at most (1 - F) of the parameters are frozen.

@@ -128,6 +128,14 @@ struct ModelShape {
   bool attention_probs_dropout() const { return dropout && attention_dropout; }
 };
 
+// The longest sequence the model's learned position table embeds: its rows, less the 2 that
+// OPT's OPTLearnedPositionalEmbedding offsets every position by; 0 with rotary or no positions
+// (no table to index past). A longer sequence fails the embedding lookup in transformers.
+inline int64_t learned_position_limit(const ModelShape& s) {
+  if (s.max_positions == 0) return 0;
+  return s.family == Family::kOpt ? s.max_positions - 2 : s.max_positions;
+}
+
 struct Param {
   std::string name;
   int64_t numel = 0;

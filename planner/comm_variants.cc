@@ -122,7 +122,7 @@ std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& ba
 }
 
 void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s) {
-  if (problem.cluster.nodes <= 1) return;
+  if (problem.cluster.nodes <= 1 || options.comm == CommSearch::kNone) return;
   std::vector<Candidate> variants;
   std::vector<double> base_speed;  // of each variant's plain config
   size_t bases = 0;
@@ -131,6 +131,7 @@ void add_comm_variants(const Problem& problem, const EvalOptions& options, Searc
     const Candidate& c = s->candidates[i];
     if (c.stage() != 3 || !c.comm.plain()) continue;
     for (Candidate& v : comm_variants(problem, c)) {
+      if (options.comm == CommSearch::kLossless && v.comm.lossy()) continue;
       variants.push_back(v);
       base_speed.push_back(s->evals[i].tokens_per_s);
     }

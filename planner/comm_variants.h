@@ -32,9 +32,9 @@ inline constexpr double kCommVariantMargin = 0.03;
 // optimizer offload (DeepSpeed's MiCS refuses it) or parameter offload (not modelled, as hpZ's).
 std::vector<Candidate> comm_variants(const Problem& problem, const Candidate& base);
 
-// Evaluates the variants of the best fitting plain stage-3 configs of `s` and appends those that
-// fit and beat their plain config by more than kCommVariantMargin (to candidates, evals and the
-// counts of stats); the caller ranks again. Nothing on one node.
+// Evaluates the variants of the best fitting plain stage-3 configs of `s` (those options.comm
+// allows) and appends those that fit and beat their plain config by more than kCommVariantMargin
+// (to candidates, evals and the counts of stats); the caller ranks again. Nothing on one node.
 void add_comm_variants(const Problem& problem, const EvalOptions& options, SearchResult* s);
 
 // Why a ZeRO++ or MiCS candidate `i` does what it does, for the explanation: what each part

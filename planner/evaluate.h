@@ -54,8 +54,14 @@ struct Evaluation {
   bool fits() const { return verdict == Verdict::kFits; }
 };
 
+// Which ZeRO++ and MiCS variants a multi-node search tries (planner/comm_variants.h; --comm-
+// variants): all of them, only those that communicate exact numbers (hpZ and MiCS, no qwZ or
+// qgZ), or none (plain ZeRO only).
+enum class CommSearch { kAll, kLossless, kNone };
+
 struct EvalOptions {
   int threads = 0;    // 0: std::thread::hardware_concurrency()
+  CommSearch comm = CommSearch::kAll;
   bool prune = true;  // skip the simulation of configs the analytic bound rules out
   // Reuse the outcome of a graph identical to one simulated before (sim::SimWorkspace); false
   // runs the engine on every graph (benchmarks). Results are the same either way.

@@ -23,9 +23,6 @@ constexpr int kPinned = static_cast<int>(sim::Tier::kPinnedHost);
 constexpr int kHost = static_cast<int>(sim::Tier::kHost);
 constexpr int kNvme = static_cast<int>(sim::Tier::kNvme);
 
-// A critical-path part counts as binding when it is this much of the step: below it, the step
-// is "compute-bound" (the rest is noise a real run varies by more).
-constexpr double kComputeBound = sim::kComputeBoundShare;
 // A loser is called "<part>-bound" only when that part is this much of its step; below, the
 // part merely grew ("more gradient reduction on its critical path").
 constexpr double kBinds = 0.10;
@@ -291,7 +288,7 @@ SearchResult run_search(const Problem& problem, const KnobRequest& knobs, const 
 std::string what_binds(const Evaluation& e) {
   if (!e.simulated || e.step_time_s <= 0) return "not simulated";
   const double compute = share(e, 0);
-  if (compute >= kComputeBound) {
+  if (sim::is_compute_bound(compute)) {
     return strformat("compute-bound: compute %.0f%% of the step's critical path (MFU %.0f%%)",
                      100 * compute, 100 * e.mfu) +
            path_list(e, 0);
@@ -505,14 +502,18 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
   r.why = why_it_wins(problem, s, rec, options);
   const Candidate& crec = s.candidates[rec];
 
-  // Alternatives: the faster config a margin passed over, the same family without
-  // checkpointing when the winner checkpoints, then the best of each other family -- those that
-  // fit first, then the nearest misses among families that offload no more than the winner.
+  // Alternatives: the faster config a margin passed over; for a lossy winner, the best lossless
+  // config its explanation measures it against (it may share the winner's family); the same
+  // family without checkpointing when the winner checkpoints, then the best of each other family
+  // -- those that fit first, then the nearest misses among families that offload no more.
   std::vector<size_t> alts;
   auto add = [&](size_t i) {
     if (i != rec && !in_list(alts, i) && alts.size() < kMaxAlternatives) alts.push_back(i);
   };
   for (size_t i : passed_over(s, rec)) add(i);
+  if (crec.comm.lossy()) {
+    if (std::optional<size_t> exact = best_fitting(s, crec.offload_level(), lossless)) add(*exact);
+  }
   if (crec[Knob::kCheckpointing]) {
     for (size_t i : s.order) {
       const Candidate& c = s.candidates[i];

@@ -128,7 +128,10 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
         std::max<int64_t>(1, std::llround(static_cast<double>(t) / static_cast<double>(seq * dp)));
     plan.global_batch = per * dp;
     plan.origin =
-        "--global-batch-tokens " + std::to_string(t) + " (rounded to whole samples per GPU)";
+        "--global-batch-tokens " + std::to_string(t) +
+        (2 * t < seq * dp ? " raised: less than one " + std::to_string(seq) +
+                                "-token sample on each of the " + std::to_string(dp) + " GPUs"
+                          : std::string(" (rounded to whole samples per GPU)"));
   } else if (b.gradient_accumulation && knobs.given(Knob::kMicroBatch) &&
              knobs.values(Knob::kMicroBatch).size() == 1) {
     plan.global_batch = knobs.values(Knob::kMicroBatch)[0] * *b.gradient_accumulation * dp;

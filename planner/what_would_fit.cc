@@ -217,9 +217,9 @@ std::string why_no_gpu_count_fits(const Problem& problem, const SearchSpace& spa
     return nothing +
            " on any number of these GPUs: one sample's activations at micro-batch 1 with full "
            "checkpointing leave too little room beside the model states, and more GPUs do not "
-           "shrink them (each data-parallel GPU holds whole samples); a shorter sequence does" +
-           (name_sequence ? shorter_sequence_words(problem, space) : std::string()) + " (" + peak +
-           ")";
+           "shrink them (each data-parallel GPU holds whole samples; at this sequence, " +
+           peak + "); a shorter sequence does" +
+           (name_sequence ? shorter_sequence_words(problem, space) : std::string());
   }
   return nothing +
          strformat(

@@ -144,7 +144,7 @@ std::string bound_phrase(const std::array<double, kNumPathParts>& path_s,
                          const std::array<double, kNumPathParts>& latency_s, double step_s) {
   if (!(step_s > 0)) return "empty step";
   const double compute = path_s[0] / step_s;
-  if (compute >= kComputeBoundShare) return "compute-bound";
+  if (is_compute_bound(compute)) return "compute-bound";
   const int p = binding_part(path_s);
   const char* name = path_part_name(static_cast<PathPart>(p));
   char buf[160];
@@ -164,7 +164,7 @@ std::string bound_phrase(const std::array<double, kNumPathParts>& path_s,
 
 std::string bound_short(const std::array<double, kNumPathParts>& path_s,
                         const std::array<double, kNumPathParts>& latency_s, double step_s) {
-  if (!(step_s > 0) || path_s[0] / step_s >= kComputeBoundShare) return "compute";
+  if (!(step_s > 0) || is_compute_bound(path_s[0] / step_s)) return "compute";
   const int p = binding_part(path_s);
   std::string s = path_part_name(static_cast<PathPart>(p));
   if (is_collective_part(p)) s += 2 * latency_s[p] > path_s[p] ? " (latency)" : " (bandwidth)";

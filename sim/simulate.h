@@ -11,6 +11,7 @@
 #define ZPLAN_SIM_SIMULATE_H_
 
 #include <array>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -57,6 +58,11 @@ std::string bound_short(const std::array<double, kNumPathParts>& path_s,
                         const std::array<double, kNumPathParts>& latency_s, double step_s);
 // Compute's share of the step at or above which a step is called compute-bound.
 inline constexpr double kComputeBoundShare = 0.90;
+// Whether compute's share of the step (a fraction) makes it compute-bound, judged on the share
+// as every output prints it, in whole percent: "compute 90%" is never called communication-bound.
+inline bool is_compute_bound(double compute_share) {
+  return std::round(100 * compute_share) >= 100 * kComputeBoundShare;
+}
 
 // What simulate_step keeps of one simulated graph (a micro-step or the optimizer step).
 struct GraphOutcome {

@@ -278,6 +278,10 @@ DsConfig parse_ds_config(const nlohmann::json& json, const std::string& file,
                          const ParseContext& context);
 DsConfig load_ds_config(const std::string& path, const ParseContext& context);
 
+// What is wrong with a ZeRO stage outside 0-3 ("must be a ZeRO stage 0, 1, 2 or 3, got 5"), for
+// every place a stage comes from (the file, --stage); nullopt for 0-3.
+std::optional<std::string> stage_range_problem(int64_t stage);
+
 // Completes a config built in code from settings given one by one (the command line's ZeRO
 // flags), as parse_ds_config completes a file that gives no batch keys: the batch keys are
 // resolved from context's micro_batch, gradient_accumulation_steps and train_batch_size (at

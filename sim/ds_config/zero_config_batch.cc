@@ -78,6 +78,22 @@ void read_batch(const JsonReader& top, const ParseContext& context, DsConfig& c)
     if (micro.trainer_default) micro = {};
     if (gas.trainer_default) gas = {};
   }
+  // The Trainer's default decides the whole job's batch, and a user who runs with
+  // --per_device_train_batch_size N gets another: say which was assumed.
+  if (context.notes != nullptr) {
+    if (micro.trainer_default) {
+      context.notes->push_back(
+          top.location(kMicroKey) + " is \"auto\": taken as the Hugging Face Trainer's default, " +
+          std::to_string(kTrainerMicroBatch) +
+          " (per_device_train_batch_size); give --micro-batch for the one you run with");
+    }
+    if (gas.trainer_default) {
+      context.notes->push_back(top.location(kGasKey) +
+                               " is \"auto\": taken as the Hugging Face Trainer's default, " +
+                               std::to_string(kTrainerGradientAccumulation) +
+                               " (gradient_accumulation_steps); give --gas for the one you run with");
+    }
+  }
   if (!train.value && top.is_auto(kTrainKey)) {
     // The Trainer computes it from its own arguments: world size x micro-batch x accumulation.
     train.value = product(micro.value.value_or(kTrainerMicroBatch),

@@ -193,9 +193,6 @@ bool json_true(const nlohmann::json& object, const char* key);
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
                                   Locator& locator, Errors& errors);
 nlohmann::json zero_optimization_to_json(const ZeroConfig& zero);
-// What is wrong with a ZeRO stage outside 0-3 ("must be a ZeRO stage 0, 1, 2 or 3, got 5"), for
-// every place a stage comes from (the file, --stage); nullopt for 0-3.
-std::optional<std::string> stage_range_problem(int64_t stage);
 // The stage is 0-3 (the first of check_zero_optimization's checks).
 void check_stage(int stage, const Locator& locator);
 // The invariants of a resolved ZeroConfig (ranges, stage rules of the offload blocks).

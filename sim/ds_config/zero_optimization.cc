@@ -289,15 +289,18 @@ void read_stage(const ZeroReader& zr, const ParseContext& context, const Locator
     }
     return;
   }
-  if (context.stage) {
-    zr.r.fail(zr.key("stage"), "the file gives its ZeRO stage; --stage fills only "
-                               "\"stage\": \"auto\" (edit the file to plan another)");
-  }
   if (std::optional<int64_t> v = zr.b.integer(zr.key("stage"))) {
     if (std::optional<std::string> problem = stage_range_problem(*v)) {
       zr.r.fail(zr.key("stage"), *problem);
     }
     z.stage = static_cast<int>(*v);
+  }
+  // As with the batch flags: a --stage that repeats the file is the same job; another is not.
+  if (context.stage && *context.stage != z.stage) {
+    zr.r.fail(zr.key("stage"), "is " + std::to_string(z.stage) + " in the file, but --stage says " +
+                                   std::to_string(*context.stage) +
+                                   "; --stage fills only \"stage\": \"auto\" (edit the file "
+                                   "to plan another)");
   }
 }
 

@@ -11,6 +11,15 @@
 #include "sim/ds_config/zero_config.h"
 #include "sim/ds_config/zero_config_internal.h"
 
+namespace zplan::sim {
+
+std::optional<std::string> stage_range_problem(int64_t stage) {
+  if (stage >= 0 && stage <= 3) return std::nullopt;
+  return "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage);
+}
+
+}  // namespace zplan::sim
+
 namespace zplan::sim::internal {
 
 using nlohmann::json;
@@ -19,11 +28,6 @@ bool json_true(const json& object, const char* key) {
   if (!object.is_object()) return false;
   auto it = object.find(key);
   return it != object.end() && it->is_boolean() && it->get<bool>();
-}
-
-std::optional<std::string> stage_range_problem(int64_t stage) {
-  if (stage >= 0 && stage <= 3) return std::nullopt;
-  return "must be a ZeRO stage 0, 1, 2 or 3, got " + std::to_string(stage);
 }
 
 void check_stage(int stage, const Locator& loc) {

@@ -79,8 +79,11 @@ TEST_CASE("typed getters name the JSON pointer of the offending member", "[model
   CHECK_THROWS_WITH(n.integer("z"), "n.json: /z: is null (expected an integer)");
   CHECK_THROWS_WITH(a.reject_unknown_keys({"n", "f"}), "x.json: /a/b~1c: unknown key");
   CHECK(a.integer("n") == -2);
-  nlohmann::json big = nlohmann::json::parse(R"({"k": 5e8})");
+  nlohmann::json big = nlohmann::json::parse(R"({"k": 5e8, "huge": 1e20})");
   CHECK(JsonReader(big, "y.json").integer("k") == 500'000'000);
+  // A whole number past int64 is an integer, too large a one (pydantic would take it).
+  CHECK_THROWS_WITH(JsonReader(big, "y.json").integer("huge"),
+                    "y.json: /huge: integer is too large");
 }
 
 }  // namespace

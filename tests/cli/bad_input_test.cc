@@ -219,6 +219,28 @@ TEST_CASE("malformed or invalid ds_config files name the file and the field (exi
   }
 }
 
+TEST_CASE("a sequence past a learned position table is refused; rotary models take any", "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    // GPT-3 1.3B's table has 2048 rows: token 2049 has no embedding in transformers.
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 --seq-len 8192"), 1,
+        "--seq-len: 8192 tokens is longer than 1.3b's learned position table (2048 positions");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model examples/hf/gpt2.json --gpus 8 "
+                                                       "--hw a100 --seq-len 1025"),
+                          1, "(1024 positions");
+  }
+  for (const char* search : {"plan", "sweep"}) {
+    expect_one_line_error(run_zplan(std::string(search) +
+                                    " --model 1.3b --gpus 8 --hw a100 --seq-len 4096"),
+                          1, "--seq-len: 4096 tokens is longer than 1.3b's");
+  }
+  CHECK(run_zplan("memory --model 1.3b --gpus 8 --hw a100 --stage 3 --seq-len 2048").exit_code ==
+        0);
+  CHECK(run_zplan("memory --model llama3-8b --gpus 8 --hw a100 --stage 3 --seq-len 16384")
+            .exit_code == 0);
+}
+
 TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
   for (const char* cmd : kSetupCommands) {
     INFO(cmd);
@@ -228,13 +250,15 @@ TEST_CASE("impossible cluster shapes are one clear line (exit 1)", "[cli]") {
                           1, "--gpus");
     expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 16 --hw a100"), 1,
                           "--nodes");
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 4"),
+                          1, "--stage: must be a ZeRO stage 0, 1, 2 or 3, got 4");
     expect_one_line_error(
         run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 2 --offload-param cpu"),
         1, "offload_param");
     expect_one_line_error(
-        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 2 --ds-config "
+        run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --stage 3 --ds-config "
                                      "examples/ds_configs/zero2.json"),
-        1, "--stage fills only \"stage\": \"auto\"");
+        1, "is 2 in the file, but --stage says 3; --stage fills only \"stage\": \"auto\"");
     expect_one_line_error(
         run_zplan(std::string(cmd) + " --model 20b --gpus 8 --hw a100 --offload-param cpu "
                                      "--ds-config examples/ds_configs/zero2.json"),
@@ -421,6 +445,10 @@ TEST_CASE(
                         "to_pipe: is a link to a pipe; zplan replaces only regular files");
   expect_one_line_error(run_zplan(simulate + "--trace " + sub), 1,
                         "sub: is a directory; zplan replaces only regular files");
+  // Without --force too: the advice to pass it would not help.
+  expect_one_line_error(
+      run_zplan("simulate --model 125m --gpus 8 --hw a100 --stage 2 --trace " + sub), 1,
+      "sub: is a directory; zplan replaces only regular files");
   expect_one_line_error(run_zplan(simulate + "--trace " + dangling), 1,
                         "dangling.json: is a symbolic link to nothing");
   CHECK(fs::is_fifo(fs::symlink_status(pipe)));

@@ -152,6 +152,9 @@ TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {
   CHECK(unknown.find("--lora-targets") == 0);
   CHECK(unknown.find("'c_attn' matches no linear of llama3-8b") != std::string::npos);
   CHECK(unknown.find("gate_proj") != std::string::npos);  // lists what it has
+  // ... once: the Llama-style aliases are Llama's own names there.
+  CHECK(unknown.find("gate_proj") == unknown.rfind("gate_proj"));
+  CHECK(unknown.find("down_proj; or all-linear)") != std::string::npos);
   // GPT-2's MLP has no gate.
   CHECK(input_error_of([] { lora(example_path("gpt2.json"), 8, "gate_proj"); })
             .find("matches no linear") != std::string::npos);

@@ -94,6 +94,8 @@ TEST_CASE("GPT-2, OPT and GPT-NeoX configs: well-known counts", "[models]") {
   CHECK(opt13.num_params() == 1'315'758'080);
   CHECK(opt13.name() == "opt-1.3b");  // from _name_or_path
   CHECK(opt13.shape().max_positions == 2050);
+  CHECK(learned_position_limit(opt13.shape()) == 2048);  // OPT offsets positions by 2
+  CHECK(learned_position_limit(gpt2.shape()) == 1024);
   CHECK(opt13.shape().activation == Activation::kRelu);
   CHECK_FALSE(opt13.shape().attention_dropout);
 

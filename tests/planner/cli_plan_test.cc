@@ -155,6 +155,11 @@ TEST_CASE("plan says small shortfalls in MiB and refuses an infinite --offload-m
   expect_one_line_error(
       run_zplan("--model 13b --gpus 8 --hw a100-40g --lossy-margin -0.1 --out x.json"), 1,
       "--lossy-margin: must be a fraction >= 0, got -0.1");
+  for (const char* cmd : {"plan", "sweep"}) {
+    expect_one_line_error(run_zplan(std::string(cmd) + " --model 13b --gpus 16 --nodes 2 --hw "
+                                                       "a100 --comm-variants qwz"),
+                          1, "--comm-variants: must be all, lossless or none, got 'qwz'");
+  }
 }
 
 TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planner][cli]") {

@@ -3,6 +3,7 @@
 #include "planner/comm_variants.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <catch2/catch.hpp>
 
@@ -140,6 +141,27 @@ TEST_CASE("a lossy recommendation says before the run that numerics change and t
   }
   CHECK(numerics == 1);
   CHECK_THAT(r.why, Catch::Contains("lossy"));
+  // The best lossless config the explanation measures the winner against is an alternative,
+  // whatever its family: the fastest fitting one of the whole search.
+  std::optional<size_t> lossless;
+  for (size_t i : r.search.order) {
+    if (r.search.evals[i].fits() && !r.search.candidates[i].comm.lossy()) {
+      lossless = i;
+      break;
+    }
+  }
+  REQUIRE(lossless);
+  bool listed = false;
+  for (const Alternative& a : r.alternatives) listed = listed || a.index == *lossless;
+  CHECK(listed);
+  // --comm-variants lossless: no quantized variant is tried; none: no variant at all.
+  o.eval.comm = CommSearch::kLossless;
+  PlanResult exact = plan(p, k, {}, o);
+  for (const Candidate& c : exact.search.candidates) CHECK_FALSE(c.comm.lossy());
+  o.eval.comm = CommSearch::kNone;
+  PlanResult plain = plan(p, k, {}, o);
+  for (const Candidate& c : plain.search.candidates) CHECK(c.comm.plain());
+  o.eval.comm = CommSearch::kAll;
   // The default margin lets the 23.5% gain through too.
   o.lossy_margin = kDefaultLossyMargin;
   PlanResult by_default = plan(p, k, {}, o);

@@ -262,6 +262,21 @@ TEST_CASE("ZeRO-3 at scale is communication-bound on the all-gather, one node is
   }
 }
 
+TEST_CASE("the verdict agrees with the compute share as it is printed, in whole percent",
+          "[simulate]") {
+  // 89.665% prints as "compute 90%", so it is compute-bound; 89.4% prints as 89% and is not.
+  std::array<double, kNumPathParts> path{}, latency{};
+  path[0] = 89.665;
+  path[static_cast<int>(PathPart::kAllGather)] = 10.335;
+  CHECK(bound_phrase(path, latency, 100) == "compute-bound");
+  CHECK(bound_short(path, latency, 100) == "compute");
+  path[0] = 89.4;
+  path[static_cast<int>(PathPart::kAllGather)] = 10.6;
+  CHECK_THAT(bound_phrase(path, latency, 100),
+             Catch::StartsWith("communication-bound: all-gather, bandwidth-dominated (11% of"));
+  CHECK(bound_short(path, latency, 100) == "all-gather (bandwidth)");
+}
+
 TEST_CASE("the same step is simulated identically, ties shuffled or not", "[simulate]") {
   const models::Model model = models::load_model("llama2-7b");
   for (int stage : {1, 2, 3}) {

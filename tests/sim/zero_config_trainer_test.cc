@@ -4,6 +4,7 @@
 // zero_config_test.cc.
 #include "sim/ds_config/zero_config.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -78,7 +79,19 @@ TEST_CASE("\"auto\" batch keys, precision and clipping follow the command line o
             {"fp16", {{"enabled", "auto"}}},
             {"bf16", {{"enabled", "auto"}}}};
   SECTION("the Trainer's defaults: micro-batch 8, accumulation 1, clipping 1.0") {
-    DsConfig c = parse(j);
+    std::vector<std::string> notes;
+    ParseContext context = context8();
+    context.notes = &notes;
+    DsConfig c = parse(j, context);
+    // The batch the Trainer's defaults make is the whole job's: each assumed value is said.
+    CHECK(std::count(notes.begin(), notes.end(),
+                     "t.json: /train_micro_batch_size_per_gpu is \"auto\": taken as the Hugging "
+                     "Face Trainer's default, 8 (per_device_train_batch_size); give --micro-batch "
+                     "for the one you run with") == 1);
+    CHECK(std::count(notes.begin(), notes.end(),
+                     "t.json: /gradient_accumulation_steps is \"auto\": taken as the Hugging "
+                     "Face Trainer's default, 1 (gradient_accumulation_steps); give --gas for the "
+                     "one you run with") == 1);
     CHECK(c.micro_batch == 8);
     CHECK(c.gradient_accumulation_steps == 1);
     CHECK(c.train_batch_size == 64);
@@ -87,10 +100,13 @@ TEST_CASE("\"auto\" batch keys, precision and clipping follow the command line o
   }
   SECTION("command-line values") {
     ParseContext context = context8();
+    std::vector<std::string> notes;
+    context.notes = &notes;
     context.micro_batch = 2;
     context.gradient_accumulation_steps = 4;
     context.auto_precision = Precision::kFp16;
     DsConfig c = parse(j, context);
+    for (const std::string& n : notes) CHECK(n.find("Trainer's default") == std::string::npos);
     CHECK(c.micro_batch == 2);
     CHECK(c.gradient_accumulation_steps == 4);
     CHECK(c.train_batch_size == 64);
@@ -157,8 +173,10 @@ TEST_CASE("\"stage\": \"auto\" is the Trainer's stage 2, or --stage, with a note
   CHECK(parse(merged(with_zero({{"stage", "auto"}}), bf16), context).zero.stage == 3);
   CHECK(notes.empty());
   CHECK(error_of(merged(with_zero({{"stage", 1}}), bf16), context) ==
-        "t.json: /zero_optimization/stage: the file gives its ZeRO stage; --stage fills only "
-        "\"stage\": \"auto\" (edit the file to plan another)");
+        "t.json: /zero_optimization/stage: is 1 in the file, but --stage says 3; --stage fills "
+        "only \"stage\": \"auto\" (edit the file to plan another)");
+  // One that repeats the file's stage is the same job.
+  CHECK(parse(merged(with_zero({{"stage", 3}}), bf16), context).zero.stage == 3);
   CHECK(error_of(merged({{"train_micro_batch_size_per_gpu", 1}}, bf16), context) ==
         "t.json: has no zero_optimization block (ZeRO stage 0); --stage fills only \"stage\": "
         "\"auto\"");
