@@ -22,6 +22,12 @@ using nlohmann::json;
 
 bool truthy(const json* v) { return v != nullptr && python_truthy(*v); }
 
+// The member `key` of a JSON object, or nullptr.
+const json* member_of(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
 // The names DeepSpeed builds itself (config.py DEEPSPEED_OPTIMIZERS): matched after lower-casing.
 constexpr std::string_view kDeepSpeedNames[] = {
     "adagrad", "adam",    "adamw",   "lamb",  "onebitadam", "zerooneadam",
@@ -66,12 +72,11 @@ struct Built {
 
 OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
                                std::vector<std::string>* notes) {
-  OptimizerConfig out;
   std::optional<JsonReader> block = top_block(top, "optimizer", Null::kRejected);
   // get_optimizer_name: no block, or no "type", leaves the optimizer to the script.
-  if (!block || !block->has("type")) return out;
+  if (!block || !block->has("type")) return {};
   const json& type_value = block->json()["type"];
-  if (type_value.is_null()) return out;
+  if (type_value.is_null()) return {};
   if (!type_value.is_string()) {
     block->fail("type", "must be an optimizer name, got " + describe_json_value(type_value));
   }
@@ -91,13 +96,8 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
          "spells them, e.g. \"SGD\", \"RMSprop\")");
   }
   // _configure_basic_optimizer.
+  // No "params" (or null) is torch's defaults; child() refuses anything but an object.
   static const json kNoParams = json::object();
-  const json& params_json =
-      block->has("params") && !block->json()["params"].is_null() ? block->json()["params"]
-                                                                  : kNoParams;
-  if (!params_json.is_object()) {
-    block->fail("params", "must be an object, got " + describe_json_value(params_json));
-  }
   const JsonReader params = block->has("params") && !block->json()["params"].is_null()
                                 ? block->child("params")
                                 : JsonReader(kNoParams, top.file(), block->pointer() + "/params");
@@ -111,10 +111,7 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
                      "script that passes its own optimizer, as Megatron-DeepSpeed does, never "
                      "reads it; use gradient_clipping");
   }
-  auto param = [&](const char* key) -> const json* {
-    auto it = params.json().find(key);
-    return it == params.json().end() ? nullptr : &*it;
-  };
+  auto param = [&](const char* key) { return member_of(params.json(), key); };
   Built b;
   if (name == "adam" || name == "adamw") {
     // torch_adam builds torch.optim.Adam(W); else FusedAdam, or DeepSpeedCPUAdam with offload.
@@ -177,9 +174,8 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
   }
   // _do_optimizer_sanity_check: with ZeRO, a class outside ZERO_SUPPORTED_OPTIMIZERS needs
   // zero_allow_untested_optimizer (a plain key: Python's truth value).
-  auto allow = top.json().find("zero_allow_untested_optimizer");
   if (zero && !b.zero_supported &&
-      !truthy(allow == top.json().end() ? nullptr : &*allow)) {
+      !truthy(member_of(top.json(), "zero_allow_untested_optimizer"))) {
     fail("You are using an untested ZeRO Optimizer (" + b.name +
          "). Please add <\"zero_allow_untested_optimizer\": true> in the configuration file to "
          "use it (DeepSpeed asserts it at ZeRO stage " + std::to_string(stage) + ")");
@@ -190,12 +186,7 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
          "of its CPU optimizers; zplan times DeepSpeedCPUAdam, DeepSpeedCPULion and "
          "DeepSpeedCPUAdagrad, which Adam/AdamW without torch_adam, Lion and Adagrad build)");
   }
-  out.name = b.name;
-  out.cpu_name = b.cpu_name;
-  out.states = b.states;
-  out.cpu = b.cpu;
-  out.from_file = true;
-  return out;
+  return OptimizerConfig{b.name, b.cpu_name, b.states, b.cpu, /*from_file=*/true};
 }
 
 }  // namespace zplan::sim::internal

@@ -232,6 +232,11 @@ TEST_CASE("optimizer blocks DeepSpeed refuses, and those zplan does not model",
   }
   CHECK_THAT(error_of(with(stage(2), "optimizer", {{"type", 3}})),
              Contains(at + "must be an optimizer name"));
+  CHECK(error_of(with(stage(2), "optimizer", {{"type", "AdamW"}, {"params", {1}}})) ==
+        "t.json: /optimizer/params: must be an object, got an array");
+  // A null "params" is torch's defaults, as no "params".
+  CHECK(parse(with(stage(2), "optimizer", {{"type", "AdamW"}, {"params", nullptr}}))
+            .optimizer.is_adam());
   // torch_adam under offload steps torch.optim.AdamW on the CPU, which zplan does not time.
   const json offload = stage(2, {{"offload_optimizer", {{"device", "cpu"}}}});
   CHECK_THAT(error_of(optimizer(offload, "AdamW", {{"lr", 1e-4}, {"torch_adam", true}})),
