@@ -17,7 +17,10 @@
 #             to the JSON VALUE in every case's profile, after the case's own hw_overrides
 # --fit       fit the constants that no source gives (tests/fidelity/fit.json: each a profile
 #             JSON pointer with its bounds) once over the whole set, then leave each source out
-#             in turn: fit on the others, predict it; prints the constants and both sets of errors
+#             in turn: fit on the others, predict it; prints the constants and both sets of errors.
+#             A source marked "fitted": false in the case file (a DeepSpeed whose mechanism
+#             differs from the 0.19 zplan models; "not_fitted_why" says how) is reported at the
+#             fitted constants and never fitted to
 # --fit-spec  the fit specification (default: tests/fidelity/fit.json)
 # --jobs      cases simulated at once (default 2)
 #
@@ -87,6 +90,8 @@ if sys.argv[6] == "1":
                          ("read_via", "Read via"), ("caveat", "Caveat"), ("note", "Note")):
             if f in s:
                 out.append("- %s: %s" % (label, s[f]))
+        if s.get("fitted", True) is False:
+            out.append("- Not fitted to: %s" % s.get("not_fitted_why", "-"))
         common = None
         for c in doc["cases"]:
             if c["source"] == key:
@@ -342,7 +347,7 @@ def run_fit():
 
     def objective(x, leave_out):
         costs = source_costs(rows_at(x))
-        vals = [v for s_, v in costs.items() if s_ != leave_out]
+        vals = [v for s_, v in costs.items() if s_ != leave_out and s_ in fitted]
         return sum(vals) / len(vals)
 
     def search(start, leave_out, steps):
@@ -374,17 +379,24 @@ def run_fit():
                             break
         return x, best
 
-    # Only the cases with a throughput figure move the objective.
+    # Only the cases with a throughput figure move the objective, and only those of the sources
+    # the fit may read: a source marked "fitted": false (a DeepSpeed whose mechanism differs from
+    # the 0.19 that zplan models, "not_fitted_why") is simulated and reported at the fitted
+    # constants, never fitted to. Its leave-one-source-out prediction is the all-source one.
     fit_cases = [c for c in selected if any(m["kind"] in THROUGHPUT for m in c["measured"])]
     start = {k["pointer"]: clamp(k, k["default"]) for k in consts}
-    sources_ = sorted({c["source"] for c in fit_cases})
+    all_sources = sorted({c["source"] for c in fit_cases})
+    fitted = {s_ for s_ in all_sources if doc["sources"].get(s_, {}).get("fitted", True)}
+    sources_ = sorted(fitted)
+    if not sources_:
+        raise SystemExit("fidelity.sh --fit: no case of a fitted source is selected")
     steps = spec.get("steps", [2.0, 1.25, 1.1])
     x_all, f_all = search(start, None, steps)
     folds = {}
     for s_ in sources_:
         folds[s_] = search(x_all, s_, steps[1:])[0]
     all_rows = rows_at(x_all)
-    loso_rows = []
+    loso_rows = [r for r in all_rows if r["source"] not in fitted]
     for s_ in sources_:
         loso_rows.extend(r for r in rows_at(folds[s_]) if r["source"] == s_)
 
@@ -402,18 +414,24 @@ def run_fit():
         out.append("")
         out.append("| source | throughput figures | all-fit median error | all-fit worst | leave-one-source-out median | leave-one-source-out worst |")
         out.append("|---|---|---|---|---|---|")
-        for s_ in sources_:
+        for s_ in all_sources:
             a = [r["err"] for r in all_rows if r["source"] == s_ and r["err"] is not None and r["kind"] in THROUGHPUT]
             l = [r["err"] for r in loso_rows if r["source"] == s_ and r["err"] is not None and r["kind"] in THROUGHPUT]
             if not a:
                 continue
             worst = lambda v: max(v, key=abs)
-            out.append("| %s | %d | %.0f%% | %s | %.0f%% | %s |" % (
-                s_, len(a), 100 * statistics.median(abs(e) for e in a), pct(worst(a)),
+            out.append("| %s%s | %d | %.0f%% | %s | %.0f%% | %s |" % (
+                s_, "" if s_ in fitted else " (not fitted)", len(a),
+                100 * statistics.median(abs(e) for e in a), pct(worst(a)),
                 100 * statistics.median(abs(e) for e in l), pct(worst(l))))
         out.append("")
         out.append("- " + summ(all_rows, "All-fit throughput"))
         out.append("- " + summ(loso_rows, "Leave-one-source-out throughput"))
+        if fitted != set(all_sources):
+            out.append("- " + summ([r for r in all_rows if r["source"] in fitted], "All-fit throughput, fitted sources"))
+            out.append("- " + summ([r for r in loso_rows if r["source"] in fitted], "Leave-one-source-out throughput, fitted sources"))
+            out.append("- not fitted: " + "; ".join("%s (%s)" % (s_, doc["sources"][s_].get("not_fitted_why", "-"))
+                                                    for s_ in all_sources if s_ not in fitted))
         out.append("- objective (mean over sources of the mean |ln(zplan/measured)|): %.3f at the start, %.3f fitted; %d simulations of the set" % (
             objective(start, None), f_all, evals[0]))
     else:
@@ -431,6 +449,10 @@ def run_fit():
         out.append("")
         out.append(summ(all_rows, "All-fit throughput"))
         out.append(summ(loso_rows, "Leave-one-source-out throughput"))
+        if fitted != set(all_sources):
+            out.append(summ([r for r in all_rows if r["source"] in fitted], "All-fit throughput, fitted sources"))
+            out.append(summ([r for r in loso_rows if r["source"] in fitted], "Leave-one-source-out throughput, fitted sources"))
+            out.append("not fitted: " + ", ".join(s_ for s_ in all_sources if s_ not in fitted))
         out.append("objective %.3f -> %.3f, %d simulations of the set" % (objective(start, None), f_all, evals[0]))
     print("\n".join(out))
 
@@ -447,6 +469,10 @@ for r in rows:
     verdicts[r["id"]] = (r["verdict"], "fits" if r["pred_fits"] else "oom")
 wrong = [(i, v) for i, v in verdicts.items() if v[0] != v[1]]
 sources = sorted({r["source"] for r in rows})
+# The sources the constants are fitted to (cases.json "fitted", default true) and their figures.
+unfitted = [s for s in sources if doc["sources"].get(s, {}).get("fitted", True) is False]
+thr_fitted = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"] in THROUGHPUT
+              and r["source"] not in unfitted]
 
 hdr = ["case", "DeepSpeed", "hw", "GPUs", "ZeRO", "seq", "mb", "figure", "measured", "zplan", "error", "verdict (meas/zplan)"]
 out = []
@@ -460,6 +486,8 @@ if markdown:
                       fmt(r["predicted"]), pct(r["err"]), v))
     out.append("")
     out.append("- " + summary("Throughput", thr))
+    if unfitted:
+        out.append("- " + summary("Throughput without the sources not fitted to (%s)" % ", ".join(unfitted), thr_fitted))
     out.append("- " + summary("Memory", mem))
     out.append("- " + summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another)", ratios))
     out.append("- Verdicts: %d of %d right%s" % (len(verdicts) - len(wrong), len(verdicts),
@@ -499,6 +527,8 @@ else:
                          fmt(r["predicted"]), pct(r["err"]), v]))
     out.append("")
     out.append(summary("Throughput", thr))
+    if unfitted:
+        out.append(summary("Throughput without the sources not fitted to (%s)" % ", ".join(unfitted), thr_fitted))
     out.append(summary("Memory", mem))
     out.append(summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another)", ratios))
     out.append("Verdicts: %d of %d right" % (len(verdicts) - len(wrong), len(verdicts)))
