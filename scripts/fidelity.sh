@@ -430,8 +430,11 @@ def run_fit():
         if fitted != set(all_sources):
             out.append("- " + summ([r for r in all_rows if r["source"] in fitted], "All-fit throughput, fitted sources"))
             out.append("- " + summ([r for r in loso_rows if r["source"] in fitted], "Leave-one-source-out throughput, fitted sources"))
-            out.append("- not fitted: " + "; ".join("%s (%s)" % (s_, doc["sources"][s_].get("not_fitted_why", "-"))
-                                                    for s_ in all_sources if s_ not in fitted))
+            why = {}
+            for s_ in all_sources:
+                if s_ not in fitted:
+                    why.setdefault(doc["sources"][s_].get("not_fitted_why", "-"), []).append(s_)
+            out.append("- not fitted: " + "; ".join("%s: %s" % (", ".join(v), k) for k, v in why.items()))
         out.append("- objective (mean over sources of the mean |ln(zplan/measured)|): %.3f at the start, %.3f fitted; %d simulations of the set" % (
             objective(start, None), f_all, evals[0]))
     else:
