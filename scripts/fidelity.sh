@@ -348,7 +348,8 @@ def run_fit():
     def objective(x, leave_out):
         costs = source_costs(rows_at(x))
         vals = [v for s_, v in costs.items() if s_ != leave_out and s_ in fitted]
-        return sum(vals) / len(vals)
+        # No fitted source left (the only one is left out): nothing to fit, every x is as good.
+        return sum(vals) / len(vals) if vals else 0.0
 
     def search(start, leave_out, steps):
         # Pattern search in log space: try each constant up and down by the step, keep what
