@@ -1,7 +1,8 @@
 // Reading, checking and writing a ds_config.json the way DeepSpeed 0.19 reads it. This file has
-// the top level (deepspeed/runtime/config.py: gradient_clipping, data_types; precision_config.py:
-// fp16/bf16; activation_checkpointing/config.py; swap_tensor/aio_config.py) and the entry points;
-// zero_config_batch.cc has the batch keys, zero_optimization.cc the zero_optimization block,
+// the top level (deepspeed/runtime/config.py: gradient_clipping and the keys DeepSpeed ignores)
+// and the entry points, which run the read steps; shared_blocks.cc has fp16/bf16, data_types,
+// activation_checkpointing and aio, zero_config_batch.cc the batch keys, zero_optimization.cc the
+// zero_optimization block,
 // top_level_keys.cc the keys kept whole in DsConfig::other, block_reader.cc the shared readers.
 // Sources: reference/deepspeed_internals.md §1.
 #include "sim/ds_config/zero_config.h"
@@ -116,26 +117,6 @@ using nlohmann::json;
 // not say: TrainingArguments' default max_grad_norm = 1.0 (reference §1.6).
 constexpr double kTrainerMaxGradNorm = 1.0;
 
-// DeepSpeedFP16Config and DeepSpeedBF16Config (precision_config.py, reference §1.4).
-constexpr std::string_view kFp16Keys[] = {"enabled",
-                                          "auto_cast",
-                                          "loss_scale",
-                                          "initial_scale_power",
-                                          "loss_scale_window",
-                                          "hysteresis",
-                                          "consecutive_hysteresis",
-                                          "min_loss_scale",
-                                          "fp16_master_weights_and_grads"};
-constexpr std::string_view kBf16Keys[] = {"enabled", "immediate_grad_update", "check_grad_overflow",
-                                          "bf16_master_weights_and_grads", "bf16_optimizer_states"};
-// Keys of the plain-dict blocks that DsConfig models; DeepSpeed ignores any others in them, and
-// zplan keeps those in DsConfig::other.
-constexpr std::string_view kActivationCheckpointingKeys[] = {
-    "partition_activations",           "cpu_checkpointing",
-    "contiguous_memory_optimization",  "number_checkpoints",
-    "synchronize_checkpoint_boundary", "profile"};
-constexpr std::string_view kAioKeys[] = {"block_size",    "queue_depth",    "intra_op_parallelism",
-                                         "single_submit", "overlap_events", "use_gds"};
 // Top-level keys that live only in DsConfig's fields, never in DsConfig::other.
 constexpr std::string_view kModeledTopKeys[] = {"train_batch_size",
                                                 "train_micro_batch_size_per_gpu",
@@ -144,253 +125,6 @@ constexpr std::string_view kModeledTopKeys[] = {"train_batch_size",
                                                 "gradient_clipping",
                                                 "bfloat16"};
 
-// The top-level blocks DsConfig shares with DsConfig::other, and the member keys it models.
-struct SharedBlock {
-  const char* name;
-  std::span<const std::string_view> modeled;
-};
-constexpr std::string_view kEnabled[] = {"enabled"};
-constexpr std::string_view kGradAccumDtype[] = {"grad_accum_dtype"};
-const SharedBlock kSharedBlocks[] = {{"fp16", kEnabled},
-                                     {"bf16", kEnabled},
-                                     {"data_types", kGradAccumDtype},
-                                     {"activation_checkpointing", kActivationCheckpointingKeys},
-                                     {"aio", kAioKeys}};
-
-// The members of `block` other than `modeled` ones and dropped "auto"s: what DsConfig::other
-// keeps of a block DsConfig models only in part.
-json unmodeled_members(const json& block, std::span<const std::string_view> modeled,
-                       AutoRule auto_rule) {
-  json out = json::object();
-  for (const auto& [key, value] : block.items()) {
-    if (std::find(modeled.begin(), modeled.end(), key) != modeled.end()) continue;
-    if (auto_rule == AutoRule::kMeansDefault && value.is_string() &&
-        value.get_ref<const std::string&>() == "auto") {
-      continue;
-    }
-    out[key] = value;
-  }
-  return out;
-}
-
-// --- fp16 / bf16 / data_types (precision_config.py, config.py, §1.4) ---
-
-// Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
-bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
-                          const ParseContext& context, int stage, DsConfig& c, Errors& errors) {
-  std::optional<JsonReader> r = top_block(top, name, fp16 ? Null::kRejected : Null::kMeansDefault);
-  if (!r) return false;
-  std::span<const std::string_view> keys = fp16 ? std::span<const std::string_view>(kFp16Keys)
-                                                : std::span<const std::string_view>(kBf16Keys);
-  reject_unknown_keys(*r, keys, AutoRule::kMeansDefault,
-                      fp16 ? "DeepSpeedFP16Config (fp16)" : "DeepSpeedBF16Config (bf16)", errors);
-  BlockReader b(*r, AutoRule::kMeansDefault);
-  const Precision self = fp16 ? Precision::kFp16 : Precision::kBf16;
-  bool enabled =
-      r->is_auto("enabled") ? context.auto_precision == self : b.boolean("enabled").value_or(false);
-  auto needs_zero = [&](const char* key) {
-    if (b.boolean(key).value_or(false) && stage == 0) {
-      r->fail(key, "is only supported with ZeRO stages 1, 2 and 3, but stage is 0");
-    }
-  };
-  if (fp16) {
-    b.boolean("auto_cast");
-    b.boolean("consecutive_hysteresis");
-    b.integer("initial_scale_power");
-    b.integer("hysteresis");
-    double loss_scale = b.number("loss_scale").value_or(0);
-    if (loss_scale < 0) r->fail("loss_scale", "must not be negative (0 means dynamic scaling)");
-    int64_t window = b.integer("loss_scale_window").value_or(1000);
-    int64_t min_scale = b.integer("min_loss_scale").value_or(1);
-    if (enabled && loss_scale == 0 && window <= 0) {
-      r->fail("loss_scale_window", "must be positive with dynamic loss scaling (loss_scale 0)");
-    }
-    if (enabled && loss_scale == 0 && min_scale <= 0) {
-      r->fail("min_loss_scale", "must be positive with dynamic loss scaling (loss_scale 0)");
-    }
-    needs_zero("fp16_master_weights_and_grads");
-  } else {
-    b.boolean("immediate_grad_update");
-    b.boolean("check_grad_overflow");
-    needs_zero("bf16_master_weights_and_grads");
-    needs_zero("bf16_optimizer_states");
-    if (b.boolean("bf16_optimizer_states").value_or(false) &&
-        !b.boolean("bf16_master_weights_and_grads").value_or(false)) {
-      r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
-    }
-  }
-  json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);
-  if (!extras.empty()) c.other[fp16 ? "fp16" : "bf16"] = std::move(extras);
-  return enabled;
-}
-
-// DtypeEnum in config.py: each dtype under all the names it accepts.
-std::optional<Precision> parse_dtype(const std::string& name) {
-  static constexpr std::pair<std::string_view, Precision> kNames[] = {
-      {"fp16", Precision::kFp16},           {"float16", Precision::kFp16},
-      {"half", Precision::kFp16},           {"torch.float16", Precision::kFp16},
-      {"bf16", Precision::kBf16},           {"bfloat16", Precision::kBf16},
-      {"torch.bfloat16", Precision::kBf16}, {"fp32", Precision::kFp32},
-      {"float32", Precision::kFp32},        {"float", Precision::kFp32},
-      {"torch.float32", Precision::kFp32}};
-  for (const auto& [n, p] : kNames) {
-    if (n == name) return p;
-  }
-  return std::nullopt;
-}
-
-bool has_block(const JsonReader& top, const char* name) {
-  auto it = top.json().find(name);
-  return it != top.json().end() && !it->is_null();
-}
-
-void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
-                    Errors& errors) {
-  bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c, errors);
-  // get_bfloat16_config: "bf16" when present and not null, else the old name "bfloat16".
-  const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
-  bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c, errors);
-  // --precision stands for the launcher's mixed-precision flag. Accelerate
-  // (DeepSpeedPlugin.set_mixed_precision, accelerate/utils/dataclasses.py) inserts
-  // {"enabled": true} for the asked precision when the file has no block of that name, which is
-  // how the Trainer's --bf16 trains a file without a "bf16" block in bf16.
-  if (context.precision_from_flag && !fp16 && !bf16) {
-    if (context.auto_precision == Precision::kBf16 && !has_block(top, "bf16") &&
-        !has_block(top, "bfloat16")) {
-      bf16 = true;
-    } else if (context.auto_precision == Precision::kFp16 && !has_block(top, "fp16")) {
-      fp16 = true;
-    }
-  }
-  // fp32 because the file leaves the precision to the launcher: no block, or only an fp16 block
-  // whose "enabled" is "auto" (the Trainer fills it from --fp16; its --bf16 inserts a bf16 block).
-  auto enabled_is_auto = [&](const char* name) {
-    auto it = top.json().find(name);
-    return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
-  };
-  const bool fp16_auto_only = enabled_is_auto("fp16");
-  if (!context.precision_from_flag && !fp16 && !bf16 && !has_block(top, "bf16") &&
-      !has_block(top, "bfloat16") && (!has_block(top, "fp16") || fp16_auto_only) &&
-      context.notes != nullptr) {
-    context.notes->push_back(
-        top.location() +
-        (fp16_auto_only ? " has only \"fp16\": {\"enabled\": \"auto\"}" : " has no bf16 or fp16 block") +
-        ": fp32 training, unless the launcher says otherwise (the Trainer's --fp16 fills fp16 "
-        "\"auto\" with true; its --bf16 makes Accelerate insert \"bf16\": {\"enabled\": true}); say "
-        "so with --precision bf16 or fp16");
-  }
-  if (fp16 && bf16) {
-    top.fail(bf16_name, std::string("bf16 and fp16 cannot both be enabled (DeepSpeed asserts it)") +
-                            (enabled_is_auto("fp16") || enabled_is_auto(bf16_name)
-                                 ? "; \"enabled\": \"auto\" follows the precision asked for"
-                                 : ""));
-  }
-  c.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
-  c.grad_accum_dtype = c.precision;
-  if (context.precision_from_flag && c.precision != context.auto_precision) {
-    const std::string says =
-        std::string(", but --precision says ") + precision_name(context.auto_precision);
-    if (fp16) top.fail("fp16", "is enabled in the file (fp16 training)" + says);
-    if (bf16) top.fail(bf16_name, "is enabled in the file (bf16 training)" + says);
-    top.fail("enables neither bf16 nor fp16 (fp32 training)" + says);
-  }
-
-  // data_types is read with dict.get: null or a non-object breaks DeepSpeed.
-  std::optional<JsonReader> d = top_block(top, "data_types", Null::kRejected);
-  if (!d) return;
-  if (std::optional<std::string> name = d->optional_string("grad_accum_dtype")) {
-    std::optional<Precision> p = parse_dtype(*name);
-    if (!p) {
-      d->fail("grad_accum_dtype",
-              "must be \"fp32\", \"fp16\" or \"bf16\" (or another name "
-              "DeepSpeed's DtypeEnum gives them), got " +
-                  json_quoted(*name));
-    }
-    c.grad_accum_dtype = *p;
-  }
-  json extras = unmodeled_members(d->json(), kGradAccumDtype, AutoRule::kIsAnError);
-  if (!extras.empty()) c.other["data_types"] = std::move(extras);
-}
-
-// --- activation_checkpointing (activation_checkpointing/config.py, §1.5) and aio (§1.2) ---
-
-// DeepSpeedActivationCheckpointingConfig reads the block's six keys with get_scalar_param and
-// ignores any other key; the flags are then tested with Python's `if` (checkpointing.py
-// configure), so a non-boolean counts as its truth value. The block configures
-// deepspeed.checkpointing; it never turns checkpointing on: the model code does (the Trainer's
-// --gradient_checkpointing, Megatron-DeepSpeed's --checkpoint-activations). zplan reads the
-// block as the statement that the model checkpoints every layer (the planner writes it when its
-// plan does), and the command line says so unless --checkpointing gave the choice.
-void read_activation_checkpointing(const JsonReader& top, const ParseContext& context,
-                                   DsConfig& c) {
-  // DeepSpeed reads the block with get_scalar_param on whatever is there: null breaks it.
-  std::optional<JsonReader> r = top_block(top, "activation_checkpointing", Null::kRejected);
-  if (!r) return;
-  ActivationCheckpointingConfig& a = c.activation_checkpointing;
-  a.enabled = true;
-  auto note = [&](const std::string& text) {
-    if (context.notes != nullptr) context.notes->push_back(text);
-  };
-  auto flag = [&](const char* key, bool& out) {
-    auto it = r->json().find(key);
-    if (it == r->json().end()) return;
-    out = internal::python_truthy(*it);
-    if (!it->is_boolean() && !it->is_null()) {
-      note(r->location(key) + " is " + describe_json_value(*it) + ", which DeepSpeed tests as " +
-           "Python does: " + (out ? "true" : "false"));
-    }
-  };
-  flag("partition_activations", a.partition_activations);
-  flag("cpu_checkpointing", a.cpu_checkpointing);
-  flag("contiguous_memory_optimization", a.contiguous_memory_optimization);
-  flag("synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
-  flag("profile", a.profile);
-  if (std::optional<int64_t> n = r->optional_integer("number_checkpoints")) {
-    if (*n <= 0) r->fail("number_checkpoints", "must be positive, got " + std::to_string(*n));
-    a.number_checkpoints = *n;
-  }
-  for (const auto& item : r->json().items()) {
-    const std::string& key = item.key();
-    if (std::find(std::begin(kActivationCheckpointingKeys), std::end(kActivationCheckpointingKeys),
-                  key) != std::end(kActivationCheckpointingKeys)) {
-      continue;
-    }
-    note(r->location(key) +
-         " is not a key DeepSpeed's activation-checkpointing config reads: ignored, as DeepSpeed "
-         "ignores it" + internal::did_you_mean(key, kActivationCheckpointingKeys));
-  }
-  json extras = unmodeled_members(r->json(), kActivationCheckpointingKeys, AutoRule::kIsAnError);
-  if (!extras.empty()) c.other["activation_checkpointing"] = std::move(extras);
-}
-
-void read_aio(const JsonReader& top, DsConfig& c) {
-  std::optional<JsonReader> r = top_block(top, "aio", Null::kMeansDefault);
-  if (!r) return;
-  AioConfig& a = c.aio;
-  auto count = [&](const char* key, int64_t& out) {
-    if (r->has(key)) out = r->positive_integer(key);
-  };
-  auto flag = [&](const char* key, bool& out) {
-    if (std::optional<bool> v = r->optional_boolean(key)) out = *v;
-  };
-  count("block_size", a.block_size);
-  count("queue_depth", a.queue_depth);
-  count("intra_op_parallelism", a.intra_op_parallelism);
-  flag("single_submit", a.single_submit);
-  flag("overlap_events", a.overlap_events);
-  flag("use_gds", a.use_gds);
-  // Unknown keys, such as thread_count (renamed intra_op_parallelism in DeepSpeed 0.17, then
-  // ignored), are kept: DeepSpeed ignores them too.
-  json extras = unmodeled_members(r->json(), kAioKeys, AutoRule::kIsAnError);
-  if (!extras.empty()) c.other["aio"] = std::move(extras);
-}
-
-bool aio_is_default(const AioConfig& a) {
-  const AioConfig d;
-  return a.block_size == d.block_size && a.queue_depth == d.queue_depth &&
-         a.intra_op_parallelism == d.intra_op_parallelism && a.single_submit == d.single_submit &&
-         a.overlap_events == d.overlap_events && a.use_gds == d.use_gds;
-}
 
 // The cross-field invariants of a resolved DsConfig, for configs read from files and built in
 // code alike.
@@ -486,7 +220,7 @@ void check_other(const DsConfig& c, const Locator& loc) {
       loc.fail("/" + std::string(key), "belongs in DsConfig's own fields, not in DsConfig::other");
     }
   }
-  for (const SharedBlock& block : kSharedBlocks) {
+  for (const internal::SharedBlock& block : internal::shared_blocks()) {
     auto it = c.other.find(block.name);
     if (it == c.other.end()) continue;
     const std::string at = std::string("/") + block.name;
@@ -521,8 +255,9 @@ void keep_unmodeled_top_keys(const json& document, DsConfig& c) {
     const auto& value = item.value();
     const bool modeled = std::find(std::begin(kModeledTopKeys), std::end(kModeledTopKeys), key) !=
                              std::end(kModeledTopKeys) ||
-                         std::any_of(std::begin(kSharedBlocks), std::end(kSharedBlocks),
-                                     [&](const SharedBlock& b) { return key == b.name; }) ||
+                         std::ranges::any_of(
+                             internal::shared_blocks(),
+                             [&](const internal::SharedBlock& b) { return key == b.name; }) ||
                          (deprecated_zero && key == "allgather_size");
     if (!modeled) c.other[key] = value;
   }
@@ -645,9 +380,9 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
       read_batch(top, batch_context, c);
     }
   });
-  errors.step([&] { read_precision(top, context, c, errors); });
-  errors.step([&] { read_activation_checkpointing(top, context, c); });
-  errors.step([&] { read_aio(top, c); });
+  errors.step([&] { internal::read_precision(top, context, c, errors); });
+  errors.step([&] { internal::read_activation_checkpointing(top, context, c); });
+  errors.step([&] { internal::read_aio(top, c); });
   errors.step([&] { read_gradient_clipping(top, c); });
   errors.step([&] { c.optimizer = internal::read_optimizer(top, c, context.notes); });
   keep_unmodeled_top_keys(document, c);
@@ -719,12 +454,12 @@ void validate_ds_config(const DsConfig& config, int dp_world_size, const std::st
   Errors errors;
   DsConfig scratch;  // what read_precision_block keeps of the blocks is already in config.other
   errors.step([&] {
-    read_precision_block(precision_blocks, "fp16", true, context, config.zero.stage, scratch,
-                         errors);
+    internal::read_precision_block(precision_blocks, "fp16", true, context, config.zero.stage,
+                                   scratch, errors);
   });
   errors.step([&] {
-    read_precision_block(precision_blocks, "bf16", false, context, config.zero.stage, scratch,
-                         errors);
+    internal::read_precision_block(precision_blocks, "bf16", false, context, config.zero.stage,
+                                   scratch, errors);
   });
   check_unmodeled_top_keys(other, errors);
   errors.step([&] {
@@ -791,7 +526,7 @@ json ds_config_to_json(const DsConfig& c) {
   } else {
     j.erase("activation_checkpointing");
   }
-  if (internal::uses_nvme(c.zero) || !aio_is_default(c.aio) || j.contains("aio")) {
+  if (internal::uses_nvme(c.zero) || !internal::aio_is_default(c.aio) || j.contains("aio")) {
     json aio = block("aio");
     aio["block_size"] = c.aio.block_size;
     aio["queue_depth"] = c.aio.queue_depth;

@@ -1,5 +1,6 @@
-// Pieces shared by the parts of the ds_config reader and writer: zero_config.cc (the top level:
-// fp16/bf16, data_types, activation_checkpointing, aio), zero_config_batch.cc (the batch keys),
+// Pieces shared by the parts of the ds_config reader and writer: zero_config.cc (the top level and
+// the entry points), shared_blocks.cc (fp16/bf16, data_types, activation_checkpointing, aio),
+// zero_config_batch.cc (the batch keys),
 // top_level_keys.cc (the keys kept whole in DsConfig::other), zero_optimization.cc and
 // zero_optimization_checks.cc (the zero_optimization block and its offload blocks), and
 // block_reader.cc (the readers below). Not part of zplan::sim's interface; include it from those
@@ -209,6 +210,27 @@ void reject_unmodeled_zero_features(const ZeroConfig& zero, const Locator& locat
 // the node size (hpZ or a hierarchical MiCS gather across nodes) are the simulator's
 // (sim/zeropp_mics.h).
 void check_zeropp_mics(const ZeroConfig& zero, int dp_world_size, const Locator& locator);
+
+// --- shared_blocks.cc: the top-level blocks DsConfig models in part (fp16, bf16, data_types,
+// activation_checkpointing, aio); what it does not model of them stays in DsConfig::other. ---
+
+// One such block and the member keys DsConfig models.
+struct SharedBlock {
+  const char* name;
+  std::span<const std::string_view> modeled;
+};
+std::span<const SharedBlock> shared_blocks();
+
+// Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
+bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
+                          const ParseContext& context, int stage, DsConfig& c, Errors& errors);
+// fp16, bf16 (or bfloat16) and data_types into c.precision and c.grad_accum_dtype.
+void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
+                    Errors& errors);
+void read_activation_checkpointing(const JsonReader& top, const ParseContext& context,
+                                   DsConfig& c);
+void read_aio(const JsonReader& top, DsConfig& c);
+bool aio_is_default(const AioConfig& a);
 
 }  // namespace zplan::sim::internal
 
