@@ -60,7 +60,6 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   const double run = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
   hardware_flops_ = model_flops_ + 3 * (run - fwd) + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
-  cpu_threads_ = std::max(1, cluster.profile.node.cpu_cores / ranks_per_node_);
   for (const models::Layer& layer : model.layers()) {
     for (const auto& module : layer.modules) {
       if (!module.tied_to.empty()) continue;

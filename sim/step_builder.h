@@ -160,7 +160,6 @@ class StepBuilder {
   double model_flops_ = 0;
   double hardware_flops_ = 0;
   int ranks_per_node_ = 1;
-  int cpu_threads_ = 1;  // CPU Adam threads of one rank
   double param_tensors_ = 0;  // the model's parameter tensors (tied ones once)
   size_t expected_tasks_ = 0;
   // Collective costs repeat (the same module sizes in every layer): memoized per build.
