@@ -17,5 +17,6 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/zero_config_test.cc
   sim/zero_config_trainer_test.cc
   sim/zero_config_write_test.cc
+  sim/zero_config_zeropp_test.cc
   sim/zeropp_mics_test.cc
 )
