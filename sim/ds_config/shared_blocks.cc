@@ -177,8 +177,7 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
                         : " has no bf16 or fp16 block") +
         ": fp32 training, unless the launcher says otherwise (the Trainer's --fp16 fills fp16 "
         "\"auto\" with true; its --bf16 makes Accelerate insert \"bf16\": {\"enabled\": true}); "
-        "say "
-        "so with --precision bf16 or fp16");
+        "say so with --precision bf16 or fp16");
   }
   if (fp16 && bf16) {
     top.fail(bf16_name, std::string("bf16 and fp16 cannot both be enabled (DeepSpeed asserts it)") +
