@@ -80,6 +80,12 @@ for kv in sys.argv[10:]:
         raise SystemExit("fidelity.sh: --set %s: %r is not a JSON value" % (ptr, val))
 doc = json.load(open(cases_path))
 
+
+def is_fitted(source):
+    """Whether the fit may read `source`: true unless cases.json marks it "fitted": false."""
+    return doc["sources"].get(source, {}).get("fitted", True) is not False
+
+
 if sys.argv[6] == "1":
     out = []
     for key, s in doc["sources"].items():
@@ -90,7 +96,7 @@ if sys.argv[6] == "1":
                          ("read_via", "Read via"), ("caveat", "Caveat"), ("note", "Note")):
             if f in s:
                 out.append("- %s: %s" % (label, s[f]))
-        if s.get("fitted", True) is False:
+        if not is_fitted(key):
             out.append("- Not fitted to: %s" % s.get("not_fitted_why", "-"))
         common = None
         for c in doc["cases"]:
@@ -142,6 +148,7 @@ if sys.argv[6] == "1":
     sys.exit(0)
 GiB = 2.0 ** 30
 THROUGHPUT = ("samples_per_s", "step_time_s", "tflops_per_gpu")
+
 
 
 def set_pointer(obj, pointer, value):
@@ -387,7 +394,7 @@ def run_fit():
     fit_cases = [c for c in selected if any(m["kind"] in THROUGHPUT for m in c["measured"])]
     start = {k["pointer"]: clamp(k, k["default"]) for k in consts}
     all_sources = sorted({c["source"] for c in fit_cases})
-    fitted = {s_ for s_ in all_sources if doc["sources"].get(s_, {}).get("fitted", True)}
+    fitted = {s_ for s_ in all_sources if is_fitted(s_)}
     sources_ = sorted(fitted)
     if not sources_:
         raise SystemExit("fidelity.sh --fit: no case of a fitted source is selected")
@@ -474,7 +481,7 @@ for r in rows:
 wrong = [(i, v) for i, v in verdicts.items() if v[0] != v[1]]
 sources = sorted({r["source"] for r in rows})
 # The sources the constants are fitted to (cases.json "fitted", default true) and their figures.
-unfitted = [s for s in sources if doc["sources"].get(s, {}).get("fitted", True) is False]
+unfitted = [s for s in sources if not is_fitted(s)]
 thr_fitted = [(r["id"], r["err"]) for r in rows if r["err"] is not None and r["kind"] in THROUGHPUT
               and r["source"] not in unfitted]
 
