@@ -8,7 +8,9 @@
 #   scripts/fidelity.sh --catalogue [--cases FILE]
 #
 # --zplan     the zplan binary (default: $ZPLAN, else build/default/zplan of this checkout)
-# --cases     the case file (default: tests/fidelity/cases.json)
+# --cases     the case file (default: tests/fidelity/cases.json; the format, and what a set of
+#             your own needs: docs/formats.md, "Fidelity case file"). It is checked first: a
+#             missing or wrong field stops the run with one line naming the case and the field
 # --markdown  print the tables as Markdown (what docs/fidelity.md shows)
 # --only      run only the cases whose id contains SUBSTRING
 # --catalogue print the sources, cases (what each source states, the configuration, the
@@ -57,7 +59,7 @@ while [[ $# -gt 0 ]]; do
     --fit) fit=1; shift ;;
     --fit-spec) fitspec="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fidelity.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,7 +80,131 @@ for kv in sys.argv[10:]:
         global_sets[ptr] = json.loads(val)
     except ValueError:
         raise SystemExit("fidelity.sh: --set %s: %r is not a JSON value" % (ptr, val))
-doc = json.load(open(cases_path))
+cases_dir = os.path.dirname(os.path.abspath(cases_path))
+try:
+    with open(cases_path) as f:
+        doc = json.load(f)
+except ValueError as e:
+    raise SystemExit("fidelity.sh: %s: not JSON: %s" % (cases_path, e))
+except OSError as e:
+    raise SystemExit("fidelity.sh: %s: %s" % (cases_path, e.strerror))
+
+
+def bad(where, msg):
+    raise SystemExit("fidelity.sh: %s: %s: %s" % (cases_path, where, msg))
+
+
+def resolve(path):
+    """A file a case names: as given if absolute, else next to the case file, else in this checkout."""
+    if os.path.isabs(path):
+        return path
+    near = os.path.join(cases_dir, path)
+    return near if os.path.exists(near) else os.path.join(root, path)
+
+
+# The measurement kinds a case may give (docs/formats.md, "Fidelity case file").
+THROUGHPUT = ("samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "step_time_s", "tflops_per_gpu")
+KINDS = THROUGHPUT + ("peak_memory", "speedup")
+MEMORY_METRICS = ("max_memory_allocated", "max_memory_reserved", "nvidia-smi", "unstated")
+
+
+def number(where, obj, key, positive=True, integer=False, default=None):
+    if key not in obj:
+        if default is not None:
+            return default
+        bad(where, "'%s' is missing" % key)
+    v = obj[key]
+    ok = type(v) is int if integer else type(v) in (int, float)
+    if not ok or (positive and not v > 0):
+        bad(where, "'%s' must be a %s%s, got %s" % (key, "positive " if positive else "", "integer" if integer else "number",
+                                                     json.dumps(v)))
+    return v
+
+
+def check_case(c, i):
+    """Checks case c (the i-th) and fills the fields it may leave out; one line names what is wrong."""
+    if type(c) is not dict:
+        bad("/cases/%d" % i, "a case must be an object")
+    if type(c.get("id")) is not str or not c["id"]:
+        bad("/cases/%d" % i, "'id' (a non-empty string) is missing")
+    where = "case '%s'" % c["id"]
+    for key in ("source", "model", "hw"):
+        if type(c.get(key)) is not str or not c[key]:
+            bad(where, "'%s' (a string) is missing" % key)
+    stock = os.path.join(root, "hardware", os.path.basename(c["hw"]))
+    if c["hw"].endswith(".json") and not os.path.isfile(resolve(c["hw"])) and os.path.isfile(stock):
+        c["hw"] = c["hw"][:-len(".json")]               # a stock name written as zplan takes it
+    if c["hw"].endswith(".json"):
+        c["hw_path"] = resolve(c["hw"])
+        if not os.path.isfile(c["hw_path"]):
+            bad(where, "hw: no profile file '%s'" % c["hw"])
+    elif not os.path.isfile(os.path.join(root, "hardware", c["hw"] + ".json")):
+        bad(where, "hw: '%s' is not a stock profile (hardware/*.json) and not a .json file" % c["hw"])
+    if c["model"].endswith(".json"):
+        c["model_path"] = resolve(c["model"])
+        if not os.path.isfile(c["model_path"]):
+            bad(where, "model: no file '%s'" % c["model"])
+    number(where, c, "gpus", integer=True)
+    number(where, c, "seq_len", integer=True)
+    if "nodes" in c:
+        number(where, c, "nodes", integer=True)
+    else:                                               # as few as the profile's nodes hold
+        try:
+            with open(c.get("hw_path") or os.path.join(root, "hardware", c["hw"] + ".json")) as f:
+                per_node = json.load(f)["node"]["gpus_per_node"]
+        except (ValueError, KeyError, TypeError):
+            bad(where, "hw: '%s' is not a profile with node.gpus_per_node" % c["hw"])
+        c["nodes"] = -(-c["gpus"] // per_node)
+    ds = c.get("ds_config")
+    if type(ds) is not dict:
+        bad(where, "'ds_config' (the DeepSpeed config the run used, an object) is missing")
+    z = ds.get("zero_optimization", {})
+    if type(z) is not dict:
+        bad(where, "ds_config/zero_optimization must be an object")
+    # Shown in the tables; taken from the ds_config where the case does not repeat them.
+    c.setdefault("micro_batch", ds.get("train_micro_batch_size_per_gpu", 1))
+    c.setdefault("gas", ds.get("gradient_accumulation_steps", 1))
+    c.setdefault("global_batch", ds.get("train_batch_size", "-"))
+    c.setdefault("precision", "bf16" if ds.get("bf16", {}).get("enabled") else
+                 "fp16" if ds.get("fp16", {}).get("enabled") else "unstated")
+    c.setdefault("where", "-")
+    c.setdefault("states", "-")
+    c.setdefault("assumptions", [])
+    if c.get("checkpointing", "none") not in ("none", "full", "cpu"):
+        bad(where, "checkpointing must be none, full or cpu, got %s" % json.dumps(c["checkpointing"]))
+    if "flash_attention" in c and type(c["flash_attention"]) is not bool:
+        bad(where, "flash_attention must be true or false")
+    if c.get("verdict") not in ("fits", "oom"):
+        bad(where, "'verdict' must be \"fits\" or \"oom\" (what the run did)")
+    if type(c.get("measured", [])) is not list:
+        bad(where, "'measured' must be a list")
+    c.setdefault("measured", [])
+    for j, m in enumerate(c["measured"]):
+        w = "%s, measured[%d]" % (where, j)
+        if type(m) is not dict or m.get("kind") not in KINDS:
+            bad(w, "'kind' must be one of %s" % ", ".join(KINDS))
+        number(w, m, "value")
+        m.setdefault("unit", "")
+        if m["kind"] == "tflops_per_gpu" and "flops_per_sample" not in m:
+            bad(w, "a tflops_per_gpu figure needs 'flops_per_sample', the source's own FLOPs per sample")
+        if m["kind"] == "tflops_per_gpu":
+            number(w, m, "flops_per_sample")
+        if m["kind"] == "peak_memory" and m.setdefault("metric", "unstated") not in MEMORY_METRICS:
+            bad(w, "metric must be one of %s" % ", ".join(MEMORY_METRICS))
+        if m["kind"] == "speedup" and type(m.get("baseline_ds_config")) is not dict:
+            bad(w, "a speedup needs 'baseline_ds_config', the ds_config it is a ratio over")
+
+
+if type(doc) is not dict or type(doc.get("cases")) is not list:
+    bad("/", "the case file is an object with a 'cases' list")
+doc.setdefault("sources", {})
+doc.setdefault("rejected", [])
+seen_ids = set()
+for i, c in enumerate(doc["cases"]):
+    check_case(c, i)
+    if c["id"] in seen_ids:
+        bad("case '%s'" % c["id"], "the id is used twice")
+    seen_ids.add(c["id"])
 
 
 def is_fitted(source):
@@ -88,10 +214,15 @@ def is_fitted(source):
 
 if sys.argv[6] == "1":
     out = []
-    for key, s in doc["sources"].items():
-        out.append("### `%s`: %s" % (key, s["title"]))
+    # The sources the file describes, then any a case names without describing.
+    listed = dict(doc["sources"])
+    for c in doc["cases"]:
+        listed.setdefault(c["source"], {})
+    for key, s in listed.items():
+        out.append("### `%s`: %s" % (key, s.get("title", "(not described in the case file)")))
         out.append("")
-        out.append("- Address: <%s> (%s)" % (s["url"], s["kind"]))
+        if "url" in s:
+            out.append("- Address: <%s> (%s)" % (s["url"], s.get("kind", "-")))
         for f, label in (("hardware", "Hardware"), ("deepspeed_version", "DeepSpeed version"),
                          ("read_via", "Read via"), ("caveat", "Caveat"), ("note", "Note")):
             if f in s:
@@ -114,17 +245,17 @@ if sys.argv[6] == "1":
         for c in doc["cases"]:
             if c["source"] != key:
                 continue
-            z = c["ds_config"]["zero_optimization"]
+            z = c["ds_config"].get("zero_optimization", {})
             off = [k.split("_")[1] + " " + z[k]["device"] for k in ("offload_optimizer", "offload_param")
                    if z.get(k, {}).get("device", "none") != "none"]
             zpp = ["%s %s" % (k, json.dumps(z[k])) for k in ("zero_hpz_partition_size", "zero_quantized_weights",
                     "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather") if k in z]
-            run = "%s on %d x %s%s (%d node%s), ZeRO-%d%s, seq %d, micro-batch %d x GAS %d = %d, %s, checkpointing %s, %s" % (
+            run = "%s on %d x %s%s (%d node%s), ZeRO-%d%s, seq %d, micro-batch %s x GAS %s = %s, %s, checkpointing %s, %s" % (
                 c["model"].split("/")[-1], c["gpus"], c["hw"],
                 "" if not c.get("hw_overrides") else " (profile overrides: " + ", ".join("%s = %s" % kv for kv in c["hw_overrides"].items()) + ")",
-                c["nodes"], "s" if c["nodes"] > 1 else "", z["stage"], ((", offload " + ", ".join(off)) if off else "") + "".join(", " + x for x in zpp),
-                c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c["checkpointing"],
-                c.get("attention", "flash attention" if c["flash_attention"] else "no fused attention")
+                c["nodes"], "s" if c["nodes"] > 1 else "", z.get("stage", 0), ((", offload " + ", ".join(off)) if off else "") + "".join(", " + x for x in zpp),
+                c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c.get("checkpointing", "as the ds_config says"),
+                c.get("attention", {False: "no fused attention", True: "flash attention"}.get(c.get("flash_attention"), "sdpa (zplan's default)"))
                 + (", %s loss" % c["loss"] if "loss" in c else "")
                 + (", model built outside zero.Init" if c.get("zero_init") is False else ""))
             comp = "; ".join(
@@ -147,7 +278,6 @@ if sys.argv[6] == "1":
     print("\n".join(out))
     sys.exit(0)
 GiB = 2.0 ** 30
-THROUGHPUT = ("samples_per_s", "step_time_s", "tflops_per_gpu")
 
 
 
@@ -158,9 +288,9 @@ def set_pointer(obj, pointer, value):
     obj[keys[-1]] = value
 
 
-def profile_json(name):
-    path = os.path.join(root, "hardware", name + ".json")
-    with open(path) as f:
+def profile_json(c):
+    """The case's profile as JSON: a stock name, or a profile file the case names."""
+    with open(c.get("hw_path") or os.path.join(root, "hardware", c["hw"] + ".json")) as f:
         return json.load(f)
 
 
@@ -170,26 +300,26 @@ def run_case(c, tmp, sets=None):
     ds = os.path.join(tmp, tag + ".ds_config.json")
     with open(ds, "w") as f:
         json.dump(c["ds_config"], f)
-    hw = c["hw"]
-    prof = profile_json(c["hw"])
+    hw = c.get("hw_path", c["hw"])
+    prof = profile_json(c)
     if c.get("hw_overrides") or sets:
         for ptr, val in list(c.get("hw_overrides", {}).items()) + list(sets.items()):
             set_pointer(prof, ptr, val)
-        prof["name"] = c["hw"] + "-" + c["id"]
+        prof["name"] = os.path.basename(c["hw"]).rsplit(".json", 1)[0] + "-" + c["id"]
         hw = os.path.join(tmp, tag + ".hw.json")
         with open(hw, "w") as f:
             json.dump(prof, f)
-    model = c["model"]
-    if model.endswith(".json"):
-        model = os.path.join(root, model)
+    model = c.get("model_path", c["model"])
     cmd = [zplan, "simulate", "--model", model, "--hw", hw, "--gpus", str(c["gpus"]),
-           "--nodes", str(c["nodes"]), "--seq-len", str(c["seq_len"]), "--ds-config", ds,
-           "--checkpointing", c["checkpointing"], "--json"]
+           "--nodes", str(c["nodes"]), "--seq-len", str(c["seq_len"]), "--ds-config", ds, "--json"]
+    # "checkpointing" (optional): without it, the ds_config's activation_checkpointing decides.
+    if "checkpointing" in c:
+        cmd += ["--checkpointing", c["checkpointing"]]
     # "attention" (optional): the model's attn_implementation where the source names it;
-    # without it, flash_attention false = eager and true = zplan's default (sdpa).
+    # without it, flash_attention false = eager and true or absent = zplan's default (sdpa).
     if "attention" in c:
         cmd += ["--attention", c["attention"]]
-    elif not c["flash_attention"]:
+    elif c.get("flash_attention") is False:
         cmd.append("--no-flash-attention")
     # "loss" (optional): "fused" where the source uses a fused linear + cross-entropy (Liger).
     if "loss" in c:
@@ -209,6 +339,10 @@ def predict(m, c, r, prof):
     k = m["kind"]
     if k == "samples_per_s":
         return r["samples_per_s"]
+    if k == "tokens_per_s":
+        return r["tokens_per_s"]
+    if k == "tokens_per_s_per_gpu":
+        return r["tokens_per_s"] / c["gpus"]
     if k == "step_time_s":
         return r["step_time_s"]
     if k == "tflops_per_gpu":
@@ -237,10 +371,10 @@ def error(m, pred):
 
 def case_rows(c, r, prof, tmp, sets, failures):
     """The table rows of case c from zplan's result r (a speed-up ratio simulates its baseline)."""
-    z = c["ds_config"]["zero_optimization"]
+    z = c["ds_config"].get("zero_optimization", {})
     offl = [x for x in ("offload_optimizer", "offload_param")
             if z.get(x, {}).get("device", "none") not in ("none", None)]
-    cfg = "z%d%s" % (z["stage"],
+    cfg = "z%d%s" % (z.get("stage", 0),
                      "+" + "+".join("opt" if x == "offload_optimizer" else "par" for x in offl) + "-cpu" if offl else "")
     if z.get("mics_shard_size", -1) > 0:
         cfg += "+mics%d" % z["mics_shard_size"]
@@ -526,10 +660,8 @@ if markdown:
             out.append("| %s | %s | %s |" % (r["id"], r["bottleneck"], r["bound"]))
 else:
     w = [max(len(h), 8) for h in hdr]
-    w[0] = max(len(r["id"]) for r in rows) if rows else 4
-    w[1] = max([len(r["ds"]) for r in rows] + [9])
-    w[4] = max([len(r["cfg"]) for r in rows] + [4])
-    w[7] = max([len(r["kind"]) for r in rows] + [6])
+    for i, key in ((0, "id"), (1, "ds"), (2, "hw"), (4, "cfg"), (7, "kind")):
+        w[i] = max([len(str(r[key])) for r in rows] + [w[i]])
     line = lambda cells: "  ".join(str(x).ljust(w[i]) for i, x in enumerate(cells))
     out.append(line(hdr))
     for r in rows:

@@ -2,7 +2,9 @@
 # ctest "fidelity set" (tests/CMakeLists.txt): the public fidelity set (docs/fidelity.md) still
 # runs end to end with this build -- every case simulates, the summaries are printed -- and
 # `fidelity.sh --fit` never reads a source the case file marks "fitted": false: the constants it
-# fits with such a source's cases selected are the ones it fits without them.
+# fits with such a source's cases selected are the ones it fits without them. A set of one's own
+# (docs/formats.md, "Fidelity case file") runs with its files next to it, and a broken one stops
+# with one line naming the case and the field.
 #
 #   tests/fidelity/run_test.sh ZPLAN_BINARY
 set -euo pipefail
@@ -39,4 +41,30 @@ if grep -q '^w/o bigscience-jz' <<<"$with"; then fail "a not-fitted source was l
 a="$(grep '^all ' <<<"$with" || true)"
 b="$(grep '^all ' <<<"$without" || true)"
 [[ -n "$a" && "$a" == "$b" ]] || fail "the fitted constants depend on a not-fitted source: '$a' vs '$b'"
+# A set of one's own (docs/formats.md, "Fidelity case file"): the model config and the profile
+# next to the case file, the optional fields left out, figures in tokens/s.
+own="$(mktemp -d)"
+trap 'rm -f "$spec"; rm -rf "$own"' EXIT
+cat > "$own/config.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+ "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,
+ "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "tie_word_embeddings": false}
+JSON
+sed 's/"name": "h100"/"name": "own-h100"/' "$here/hardware/h100.json" > "$own/own-h100.json"
+cat > "$own/cases.json" <<'JSON'
+{"cases": [{"id": "own-1", "source": "own", "model": "config.json", "hw": "own-h100.json",
+  "gpus": 16, "seq_len": 2048, "verdict": "fits",
+  "ds_config": {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true},
+                "zero_optimization": {"stage": 3}},
+  "measured": [{"kind": "tokens_per_s_per_gpu", "value": 30000}, {"kind": "tokens_per_s", "value": 480000}]}]}
+JSON
+mine="$("$fidelity" --zplan "$zplan" --cases "$own/cases.json")" || fail "a set of one's own did not run: $(tail -1 <<<"$mine")"
+# 2 nodes (16 GPUs over the profile's 8 a node); per GPU and all-GPU figures agree with each other.
+grep -q '^own-1 .* own-h100.json  *16 .*tokens_per_s_per_gpu' <<<"$mine" || fail "no per-GPU tokens/s row: $mine"
+[[ "$(grep -o '[-+][0-9]*%' <<<"$mine" | sort -u | wc -l)" == 1 ]] || fail "tokens/s per GPU and in all disagree: $mine"
+# A broken case stops the run with one line naming the case and the field.
+sed 's/"gpus": 16, //' "$own/cases.json" > "$own/broken.json"
+if err="$("$fidelity" --zplan "$zplan" --cases "$own/broken.json" 2>&1)"; then fail "a case without gpus ran"; fi
+[[ "$err" == "fidelity.sh: $own/broken.json: case 'own-1': 'gpus' is missing" ]] || fail "unexpected error: $err"
+
 echo "fidelity set: ok ($(grep '^Throughput: ' <<<"$out"))"
