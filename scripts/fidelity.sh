@@ -147,6 +147,8 @@ def check_case(c, i):
             bad(where, "model: no file '%s'" % c["model"])
     number(where, c, "gpus", integer=True)
     number(where, c, "seq_len", integer=True)
+    if type(c.get("hw_overrides", {})) is not dict or any(not k.startswith("/") for k in c.get("hw_overrides", {})):
+        bad(where, "hw_overrides must be an object from a JSON pointer (\"/node/cpu_cores\") to a value")
     if "nodes" in c:
         number(where, c, "nodes", integer=True)
     else:                                               # as few as the profile's nodes hold
@@ -198,8 +200,11 @@ def check_case(c, i):
 
 if type(doc) is not dict or type(doc.get("cases")) is not list:
     bad("/", "the case file is an object with a 'cases' list")
-doc.setdefault("sources", {})
-doc.setdefault("rejected", [])
+if type(doc.setdefault("sources", {})) is not dict or any(type(v) is not dict for v in doc["sources"].values()):
+    bad("/sources", "must be an object from a source key to an object describing it")
+if type(doc.setdefault("rejected", [])) is not list or any(
+        type(r) is not dict or not all(k in r for k in ("source", "what", "why")) for r in doc["rejected"]):
+    bad("/rejected", "must be a list of {source, what, why} objects")
 seen_ids = set()
 for i, c in enumerate(doc["cases"]):
     check_case(c, i)
