@@ -466,6 +466,11 @@ double host_dispatch_s(const Profile& profile, double ops) {
   return ops * profile.framework.host_op_s;
 }
 
+double stage3_hook_s(const Profile& profile, double uses) {
+  if (profile.gpu.arch == Arch::kCpu || !(uses > 0)) return 0;
+  return uses * profile.framework.stage3_fetch_s;
+}
+
 double step_overhead_s(const Profile& profile) {
   return profile.gpu.arch == Arch::kCpu ? 0 : profile.framework.step_overhead_s;
 }

@@ -89,6 +89,11 @@ double host_dispatch_s(const Profile& profile, double ops);
 // The host time of one optimizer step outside its kernels (FrameworkSpec::step_overhead_s).
 double step_overhead_s(const Profile& profile);
 
+// The host time of `uses` stage-3 module fetch-and-release pairs beyond their operators
+// (FrameworkSpec::stage3_fetch_s each): Python that launches no kernel, on the thread that
+// issues the kernels, so it adds to host_dispatch_s in a piece's host floor.
+double stage3_hook_s(const Profile& profile, double uses);
+
 // A copy of `bytes` between one GPU and pageable host memory while all `ranks_per_node` ranks of
 // the node copy at once: the driver stages each byte through a pinned bounce buffer (read the
 // pageable page, write the bounce buffer, DMA-read it: 3 passes over host DRAM), so each rank

@@ -24,6 +24,14 @@ struct FrameworkSpec {
   // Host time of one optimizer step outside the kernels it launches: DeepSpeedEngine.step()'s
   // Python, the loss scaler, the LR scheduler, zero_grad, the data loader's next batch.
   double step_overhead_s = 0;
+  // Host time of DeepSpeed's stage-3 module hooks per gathered module and use, beyond the
+  // operators they launch (sim/step_costs.h stage3_fetch_host_ops counts those): the Python of
+  // fetch_sub_module and release_sub_module in partitioned_param_coordinator.py -- the trace and
+  // step-id bookkeeping, the walk of the prefetch queue, each parameter's status and
+  // availability accounting, the release decision by reuse distance -- which issues no kernel,
+  // so the per-operator time does not see it. It adds to the host floor of every piece whose
+  // module stage 3 gathers.
+  double stage3_fetch_s = 0;
   // Fraction of its fair share of the host cores (cores / ranks per node) that one rank's
   // DeepSpeedCPUAdam reaches when every rank of the node runs it at once (deepspeed/launcher/
   // launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank, so by default the ranks'

@@ -266,12 +266,15 @@ RuntimeSpec read_runtime(const JsonReader& r) {
 // The optional "framework" section: every key optional, the fitted constants of framework.h
 // otherwise (docs/fidelity.md).
 FrameworkSpec read_framework(const JsonReader& r) {
-  r.reject_unknown_keys(
-      {"host_op_us", "step_overhead_ms", "cpu_oversubscription_efficiency", "omp_num_threads"});
+  r.reject_unknown_keys({"host_op_us", "step_overhead_ms", "stage3_fetch_us",
+                         "cpu_oversubscription_efficiency", "omp_num_threads"});
   FrameworkSpec f = fitted_framework();
   if (r.has("host_op_us")) f.host_op_s = in_range(r, "host_op_us", kLatencyRange, kUs);
   if (r.has("step_overhead_ms")) {
     f.step_overhead_s = in_range(r, "step_overhead_ms", kStepOverheadRange, 1e-3);
+  }
+  if (r.has("stage3_fetch_us")) {
+    f.stage3_fetch_s = in_range(r, "stage3_fetch_us", kLatencyRange, kUs);
   }
   if (r.has("cpu_oversubscription_efficiency")) {
     f.cpu_oversubscription_efficiency = fraction(r, "cpu_oversubscription_efficiency");
@@ -489,6 +492,9 @@ nlohmann::json profile_to_json(const Profile& p) {
   if (f.host_op_s != f0.host_op_s) framework["host_op_us"] = in_units(f.host_op_s, kUs);
   if (f.step_overhead_s != f0.step_overhead_s) {
     framework["step_overhead_ms"] = in_units(f.step_overhead_s, 1e-3);
+  }
+  if (f.stage3_fetch_s != f0.stage3_fetch_s) {
+    framework["stage3_fetch_us"] = in_units(f.stage3_fetch_s, kUs);
   }
   if (f.cpu_oversubscription_efficiency != f0.cpu_oversubscription_efficiency) {
     framework["cpu_oversubscription_efficiency"] = number_json(f.cpu_oversubscription_efficiency);

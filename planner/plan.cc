@@ -37,7 +37,8 @@ constexpr size_t kMaxFittingAlternatives = 3;
 const char* kBoundNames[sim::kNumPathParts] = {
     "compute-bound", "communication-bound on all-gather",
     "communication-bound on gradient reduction",
-    "PCIe-bound",    "CPU-Adam-bound",   "NVMe-bound"};
+    "PCIe-bound",    "CPU-Adam-bound",   "NVMe-bound",
+    "host-bound (the GPU waits for the Python that issues its kernels)"};
 
 double share(const Evaluation& e, int part) {
   return e.step_time_s > 0 ? e.critical_path_s[part] / e.step_time_s : 0;

@@ -34,7 +34,8 @@ bool is_shifted_copy(const StepGraph& graph, TaskId i, TaskId j) {
   const Task& a = graph.tasks()[i];
   const Task& b = graph.tasks()[j];
   if (a.kind != b.kind || a.resource != b.resource || a.link != b.link ||
-      a.latency_s != b.latency_s || a.work_s != b.work_s || a.wire_bytes != b.wire_bytes ||
+      a.latency_s != b.latency_s || a.work_s != b.work_s || a.host_s != b.host_s ||
+      a.wire_bytes != b.wire_bytes ||
       a.slowed_by_comm != b.slowed_by_comm || a.slows_compute != b.slows_compute ||
       a.effects_count != b.effects_count || graph.in_degree()[i] != graph.in_degree()[j]) {
     return false;

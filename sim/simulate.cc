@@ -81,9 +81,14 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
     if (cur == kNoTask || er.timing[k].end > er.timing[cur].end) cur = static_cast<TaskId>(k);
   }
   while (cur != kNoTask) {
+    const Task& t = tasks[cur];
     const double ran = to_seconds(er.timing[cur].end - er.timing[cur].start);
-    const int part = static_cast<int>(path_part(tasks[cur]));
-    o.critical_path_s[part] += ran;
+    const int part = static_cast<int>(path_part(t));
+    // The host-floor share of a compute task, in proportion if the task ran slowed.
+    const double total = t.latency_s + t.work_s;
+    const double host = t.host_s > 0 && total > 0 ? ran * std::min(1.0, t.host_s / total) : 0;
+    o.critical_path_s[static_cast<int>(PathPart::kHost)] += host;
+    o.critical_path_s[part] += ran - host;
     o.critical_latency_s[part] += std::min(ran, tasks[cur].latency_s);
     cur = er.timing[cur].released_by;
   }
@@ -100,7 +105,8 @@ constexpr size_t kMaxOutcomes = 8192;
 
 const char* path_part_name(PathPart part) {
   static const char* const kNames[kNumPathParts] = {
-      "compute", "all-gather", "gradient reduction", "host copies", "CPU optimizer", "NVMe"};
+      "compute", "all-gather", "gradient reduction", "host copies", "CPU optimizer", "NVMe",
+      "host Python"};
   return kNames[static_cast<int>(part)];
 }
 
@@ -155,6 +161,11 @@ std::string bound_phrase(const std::array<double, kNumPathParts>& path_s,
                   "communication-bound: %s, %s-dominated (%.0f%% of the step, latency %.0f%%)",
                   name, latency ? "latency" : "bandwidth", 100 * path_s[p] / step_s,
                   100 * latency_s[p] / step_s);
+  } else if (p == static_cast<int>(PathPart::kHost)) {
+    std::snprintf(buf, sizeof buf,
+                  "host-bound: the GPU waits for the Python that issues its kernels (%.0f%% of "
+                  "the step)",
+                  100 * path_s[p] / step_s);
   } else {
     std::snprintf(buf, sizeof buf, "bound by %s (%.0f%% of the step)", name,
                   100 * path_s[p] / step_s);

@@ -40,8 +40,10 @@ struct ResourceUse {
 };
 
 // Where the step's critical path spends its time, by kind of work.
-enum class PathPart { kCompute, kAllGather, kReduce, kHostCopy, kCpuOptimizer, kNvme };
-inline constexpr int kNumPathParts = 6;
+// kHost: compute-stream time the GPU spent waiting for the Python thread that issues its kernels
+// (the host floor of docs/cost_model.md §14: operator dispatch and stage 3's module hooks).
+enum class PathPart { kCompute, kAllGather, kReduce, kHostCopy, kCpuOptimizer, kNvme, kHost };
+inline constexpr int kNumPathParts = 7;
 const char* path_part_name(PathPart part);  // "compute", "all-gather", "reduction", ...
 
 // What binds a step, from where its critical path spends its time (`path_s`, of which

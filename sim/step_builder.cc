@@ -350,6 +350,7 @@ TaskId StepBuilder::add_compute(Ctx& c, TaskKind kind, int piece) const {
   t.layer = pc.layer;
   t.index = piece;
   t.work_s = kind == TaskKind::kBackward ? pc.bwd_s : pc.fwd_s;
+  t.host_s = kind == TaskKind::kBackward ? pc.bwd_host_s : pc.fwd_host_s;
   t.flops = kind == TaskKind::kBackward ? pc.bwd_flops : pc.fwd_flops;
   if (kind == TaskKind::kBackward && config_.zero.stage >= 2) {
     // Stages 2-3: the gradient hooks copy the piece's new gradients into the IPG buffer

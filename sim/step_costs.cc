@@ -162,6 +162,9 @@ HostOps piece_host_ops(const Piece& piece, bool stage3) {
   HostOps h;
   h.fwd = ops + fetch;
   h.bwd = piece.no_grad ? 0 : 2 * ops + fetch + static_cast<double>(piece.grads.size());
+  const bool fetches = stage3 && piece.fetch_module >= 0;
+  h.fetch_fwd = fetches ? 1 : 0;
+  h.fetch_bwd = fetches && !piece.no_grad ? 1 : 0;
   return h;
 }
 
@@ -283,8 +286,15 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
     // issues its kernels (hardware::host_dispatch_s).
     for (size_t p = first_piece; p < pieces.size(); ++p) {
       const HostOps h = piece_host_ops(pieces[p], stage3);
-      pieces[p].fwd_s = std::max(pieces[p].fwd_s, hardware::host_dispatch_s(profile, h.fwd));
-      pieces[p].bwd_s = std::max(pieces[p].bwd_s, hardware::host_dispatch_s(profile, h.bwd));
+      Piece& pc = pieces[p];
+      const double fwd_host = hardware::host_dispatch_s(profile, h.fwd) +
+                              hardware::stage3_hook_s(profile, h.fetch_fwd);
+      const double bwd_host = hardware::host_dispatch_s(profile, h.bwd) +
+                              hardware::stage3_hook_s(profile, h.fetch_bwd);
+      pc.fwd_host_s = std::max(0.0, fwd_host - pc.fwd_s);
+      pc.bwd_host_s = std::max(0.0, bwd_host - pc.bwd_s);
+      pc.fwd_s += pc.fwd_host_s;
+      pc.bwd_s += pc.bwd_host_s;
     }
   }
   return pieces;

@@ -47,6 +47,10 @@ struct Piece {
   int fetch_params = 0;          // stage 3: the parameters of fetch_module (its hooks loop over them)
   double fwd_s = 0;
   double bwd_s = 0;
+  // Of fwd_s and bwd_s, what the host floor added above the kernels (plan_pieces): time the GPU
+  // waited for the Python thread, 0 where the kernels are the longer.
+  double fwd_host_s = 0;
+  double bwd_host_s = 0;
   double fwd_flops = 0;
   // Backward FLOPs: 2x forward, less the weight gradients of frozen linears (1x for those), 0 for
   // a layer no gradient reaches (Layer::no_grad, then no_grad is set and bwd_s is 0).
@@ -64,6 +68,9 @@ struct Piece {
 // release of a gathered module before and after each use (stage3_fetch_host_ops).
 struct HostOps {
   double fwd = 0, bwd = 0;
+  // Stage-3 module fetch-and-release pairs in each pass (1 where the piece gathers its module),
+  // priced beyond their operators by hardware::stage3_hook_s.
+  double fetch_fwd = 0, fetch_bwd = 0;
 };
 HostOps piece_host_ops(const Piece& piece, bool stage3);
 // Host operators of one stage-3 use of a gathered module with `params` parameters, in the module

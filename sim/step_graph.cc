@@ -62,6 +62,7 @@ GraphFingerprint StepGraph::fingerprint() const {
           static_cast<uint64_t>(t.link) << 16);
     h.add(t.latency_s);
     h.add(t.work_s);
+    h.add(t.host_s);
     h.add(t.wire_bytes);
   }
   h.add(static_cast<uint64_t>(effects_.size()));

@@ -106,6 +106,9 @@ struct Task {
   double bytes = 0;       // collective size (nccl-tests' S) or bytes copied
   double wire_bytes = 0;  // bytes this rank sends for a collective (volume accounting)
   double flops = 0;
+  // Of a compute-stream task's work_s, the time its GPU waited for the host thread that issues
+  // its kernels (Piece::fwd_host_s): the critical path counts it as host Python, not compute.
+  double host_s = 0;
   uint32_t effects_begin = 0;
   uint32_t effects_count = 0;
   // Set by StepGraph::finalize for the interpreters: what kind of work this is for the engine.

@@ -377,10 +377,14 @@ TEST_CASE("framework terms: host dispatch floor and step overhead, none on a cpu
   CHECK(host_dispatch_s(p, 300) == Approx(3e-3));
   CHECK(host_dispatch_s(p, 0) == 0);
   CHECK(step_overhead_s(p) == Approx(0.2));
+  p.framework.stage3_fetch_s = 800e-6;
+  CHECK(stage3_hook_s(p, 3) == Approx(2.4e-3));
+  CHECK(stage3_hook_s(p, 0) == 0);
   Profile cpu = cpu_box();
   cpu.framework = p.framework;
   CHECK(host_dispatch_s(cpu, 300) == 0);
   CHECK(step_overhead_s(cpu) == 0);
+  CHECK(stage3_hook_s(cpu, 3) == 0);
 }
 
 TEST_CASE("framework terms: oversubscribed CPU Adam and pageable copies sharing host DRAM",

@@ -219,13 +219,18 @@ TEST_CASE("the framework section: fitted defaults unless a profile overrides the
   const FrameworkSpec& fitted = fitted_framework();
   CHECK(stock.framework.host_op_s == fitted.host_op_s);
   CHECK(stock.framework.step_overhead_s == fitted.step_overhead_s);
+  CHECK(stock.framework.stage3_fetch_s == fitted.stage3_fetch_s);
   CHECK(stock.framework.cpu_oversubscription_efficiency == fitted.cpu_oversubscription_efficiency);
   CHECK_FALSE(profile_to_json(stock).contains("framework"));
   // An override is read in its file units and written back as it was.
   json doc = stock_json("h100");
-  doc["framework"] = {{"host_op_us", 25}, {"step_overhead_ms", 120}, {"omp_num_threads", 1}};
+  doc["framework"] = {{"host_op_us", 25},
+                      {"step_overhead_ms", 120},
+                      {"stage3_fetch_us", 300},
+                      {"omp_num_threads", 1}};
   const Profile p = profile_from_json(doc, "x.json");
   CHECK(p.framework.host_op_s == Approx(25e-6));
+  CHECK(p.framework.stage3_fetch_s == Approx(300e-6));
   CHECK(p.framework.step_overhead_s == Approx(0.12));
   CHECK(p.framework.omp_num_threads == 1);
   CHECK(stock.framework.omp_num_threads == 0);
@@ -324,6 +329,7 @@ TEST_CASE("profile validation names the file and the JSON pointer in one line", 
       {with("/node/gpus_per_node", 1e12), "x.json: /node/gpus_per_node", "from 1 to"},
       {with("/node/intra_latency_us", 2), "x.json: /node/intra_latency_us", "only used"},
       {with("/framework/host_op_us", -3), "x.json: /framework/host_op_us", "negative"},
+      {with("/framework/stage3_fetch_us", -1), "x.json: /framework/stage3_fetch_us", "negative"},
       {with("/framework/step_overhead_ms", 2e6), "x.json: /framework/step_overhead_ms",
        "out of range (0 to 1e6 ms)"},
       {with("/framework/cpu_oversubscription_efficiency", 0),

@@ -89,6 +89,16 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
                          Workload{64, Attention::kSdpa});
   };
   const hardware::FrameworkSpec none;
+  // A piece of 3 operations whose module (2 parameters, 2 gradients) stage 3 gathers.
+  auto gathered_piece = [] {
+    Piece pc;
+    pc.first_op = 0;
+    pc.end_op = 3;
+    pc.fetch_module = 0;
+    pc.fetch_params = 2;
+    pc.grads = {10, 20};
+    return pc;
+  };
   SECTION("the step's fixed host time is added once, on the compute stream") {
     hardware::FrameworkSpec f;
     f.step_overhead_s = 0.5;
@@ -112,12 +122,7 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     // release_sub_module), forward and backward; stage 2 has no module hooks.
     CHECK(stage3_fetch_host_ops(0) == 0);
     CHECK(stage3_fetch_host_ops(2) == 14);
-    Piece pc;
-    pc.first_op = 0;
-    pc.end_op = 3;
-    pc.fetch_module = 0;
-    pc.fetch_params = 2;
-    pc.grads = {10, 20};
+    Piece pc = gathered_piece();
     const HostOps z3 = piece_host_ops(pc, true), z2 = piece_host_ops(pc, false);
     CHECK(z3.fwd == 3 + 14);
     CHECK(z3.bwd == 6 + 14 + 2);
@@ -137,6 +142,40 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     // stages' different exposed tails: the last reductions, the optimizer step).
     CHECK(run(f, z3json, 8).step_time_s - run(f, z2json, 8).step_time_s >=
           0.9 * 2 * fetch_ops * 1e-3);
+  }
+  SECTION("stage 3's hooks' Python per gathered module adds to the same floor, in each pass") {
+    Piece pc = gathered_piece();
+    const HostOps z3 = piece_host_ops(pc, true), z2 = piece_host_ops(pc, false);
+    CHECK(z3.fetch_fwd == 1);
+    CHECK(z3.fetch_bwd == 1);
+    CHECK(z2.fetch_fwd == 0);
+    CHECK(z2.fetch_bwd == 0);
+    pc.no_grad = true;  // a frozen layer no gradient reaches has no backward and no hook there
+    CHECK(piece_host_ops(pc, true).fetch_bwd == 0);
+    pc.no_grad = false;
+    pc.fetch_module = -1;  // a piece whose module is persistent or needs no gather
+    CHECK(piece_host_ops(pc, true).fetch_fwd == 0);
+    size_t fetched = 0;
+    for (const models::Layer& layer : model.layers()) fetched += layer.modules.size();
+    REQUIRE(fetched > 0);
+    hardware::FrameworkSpec f;
+    f.stage3_fetch_s = 0.01;  // 10 ms a use, far above the ideal GPU's kernels
+    const std::string z3json = zero_json(3, R"(, "stage3_param_persistence_threshold": 0)", 4);
+    const std::string z2json = zero_json(2, "", 4);
+    // Every module gathered once forward and once backward: at least 2 x 10 ms each; stage 2
+    // gathers nothing and does not move.
+    CHECK(run(f, z3json, 8).step_time_s - run(none, z3json, 8).step_time_s >=
+          0.9 * 2 * static_cast<double>(fetched) * 0.01);
+    CHECK(run(f, z2json, 8).step_time_s == run(none, z2json, 8).step_time_s);
+    // That wait is the host's on the critical path, not compute: the step is host-bound.
+    const StepResult hooked = run(f, z3json, 8);
+    const double host = hooked.critical_path_s[static_cast<int>(PathPart::kHost)];
+    CHECK(host >= 0.9 * 2 * static_cast<double>(fetched) * 0.01);
+    CHECK(run(none, z3json, 8).critical_path_s[static_cast<int>(PathPart::kHost)] == 0);
+    double sum = 0;
+    for (double s : hooked.critical_path_s) sum += s;
+    CHECK(sum == Approx(hooked.step_time_s).epsilon(1e-9));
+    CHECK_THAT(hooked.bound(), Catch::StartsWith("host-bound: the GPU waits for the Python"));
   }
   SECTION("pageable offload copies hold the compute stream; pinned ones overlap") {
     const std::string pinned = zero_json(
@@ -275,6 +314,13 @@ TEST_CASE("the verdict agrees with the compute share as it is printed, in whole 
   CHECK_THAT(bound_phrase(path, latency, 100),
              Catch::StartsWith("communication-bound: all-gather, bandwidth-dominated (11% of"));
   CHECK(bound_short(path, latency, 100) == "all-gather (bandwidth)");
+  // The host floor, when it binds, is named as such, not as the compute it holds up.
+  path = {};
+  path[0] = 30;
+  path[static_cast<int>(PathPart::kHost)] = 70;
+  CHECK(bound_phrase(path, latency, 100) ==
+        "host-bound: the GPU waits for the Python that issues its kernels (70% of the step)");
+  CHECK(bound_short(path, latency, 100) == "host Python");
 }
 
 TEST_CASE("the same step is simulated identically, ties shuffled or not", "[simulate]") {
