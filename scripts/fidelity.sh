@@ -109,17 +109,21 @@ KINDS = THROUGHPUT + ("peak_memory", "speedup")
 MEMORY_METRICS = ("max_memory_allocated", "max_memory_reserved", "nvidia-smi", "unstated")
 
 
-def number(where, obj, key, positive=True, integer=False, default=None):
+def number(where, obj, key, integer=False):
+    """obj[key], which must be a positive number (an integer if `integer`)."""
     if key not in obj:
-        if default is not None:
-            return default
         bad(where, "'%s' is missing" % key)
     v = obj[key]
     ok = type(v) is int if integer else type(v) in (int, float)
-    if not ok or (positive and not v > 0):
-        bad(where, "'%s' must be a %s%s, got %s" % (key, "positive " if positive else "", "integer" if integer else "number",
-                                                     json.dumps(v)))
+    if not ok or not v > 0:
+        bad(where, "'%s' must be a positive %s, got %s" % (key, "integer" if integer else "number", json.dumps(v)))
     return v
+
+
+def profile_json(c):
+    """The case's profile as JSON (check_case sets its file)."""
+    with open(c["profile_file"]) as f:
+        return json.load(f)
 
 
 def check_case(c, i):
@@ -135,12 +139,15 @@ def check_case(c, i):
     stock = os.path.join(root, "hardware", os.path.basename(c["hw"]))
     if c["hw"].endswith(".json") and not os.path.isfile(resolve(c["hw"])) and os.path.isfile(stock):
         c["hw"] = c["hw"][:-len(".json")]               # a stock name written as zplan takes it
+    # The profile's file: the case's own (passed to zplan by its path) or a stock one (by name).
     if c["hw"].endswith(".json"):
-        c["hw_path"] = resolve(c["hw"])
+        c["hw_path"] = c["profile_file"] = resolve(c["hw"])
         if not os.path.isfile(c["hw_path"]):
             bad(where, "hw: no profile file '%s'" % c["hw"])
-    elif not os.path.isfile(os.path.join(root, "hardware", c["hw"] + ".json")):
-        bad(where, "hw: '%s' is not a stock profile (hardware/*.json) and not a .json file" % c["hw"])
+    else:
+        c["profile_file"] = os.path.join(root, "hardware", c["hw"] + ".json")
+        if not os.path.isfile(c["profile_file"]):
+            bad(where, "hw: '%s' is not a stock profile (hardware/*.json) and not a .json file" % c["hw"])
     if c["model"].endswith(".json"):
         c["model_path"] = resolve(c["model"])
         if not os.path.isfile(c["model_path"]):
@@ -153,8 +160,7 @@ def check_case(c, i):
         number(where, c, "nodes", integer=True)
     else:                                               # as few as the profile's nodes hold
         try:
-            with open(c.get("hw_path") or os.path.join(root, "hardware", c["hw"] + ".json")) as f:
-                per_node = json.load(f)["node"]["gpus_per_node"]
+            per_node = profile_json(c)["node"]["gpus_per_node"]
         except (ValueError, KeyError, TypeError):
             bad(where, "hw: '%s' is not a profile with node.gpus_per_node" % c["hw"])
         c["nodes"] = -(-c["gpus"] // per_node)
@@ -188,9 +194,9 @@ def check_case(c, i):
             bad(w, "'kind' must be one of %s" % ", ".join(KINDS))
         number(w, m, "value")
         m.setdefault("unit", "")
-        if m["kind"] == "tflops_per_gpu" and "flops_per_sample" not in m:
-            bad(w, "a tflops_per_gpu figure needs 'flops_per_sample', the source's own FLOPs per sample")
         if m["kind"] == "tflops_per_gpu":
+            if "flops_per_sample" not in m:
+                bad(w, "a tflops_per_gpu figure needs 'flops_per_sample', the source's own FLOPs per sample")
             number(w, m, "flops_per_sample")
         if m["kind"] == "peak_memory" and m.setdefault("metric", "unstated") not in MEMORY_METRICS:
             bad(w, "metric must be one of %s" % ", ".join(MEMORY_METRICS))
@@ -292,12 +298,6 @@ def set_pointer(obj, pointer, value):
     for k in keys[:-1]:
         obj = obj.setdefault(k, {})
     obj[keys[-1]] = value
-
-
-def profile_json(c):
-    """The case's profile as JSON: a stock name, or a profile file the case names."""
-    with open(c.get("hw_path") or os.path.join(root, "hardware", c["hw"] + ".json")) as f:
-        return json.load(f)
 
 
 def run_case(c, tmp, sets=None):

@@ -89,7 +89,7 @@ GraphOutcome summarize(const StepGraph& g, const EngineResult& er) {
     const double host = t.host_s > 0 && total > 0 ? ran * std::min(1.0, t.host_s / total) : 0;
     o.critical_path_s[static_cast<int>(PathPart::kHost)] += host;
     o.critical_path_s[part] += ran - host;
-    o.critical_latency_s[part] += std::min(ran, tasks[cur].latency_s);
+    o.critical_latency_s[part] += std::min(ran, t.latency_s);
     cur = er.timing[cur].released_by;
   }
   o.peak = er.peak;

@@ -157,12 +157,11 @@ HostOps piece_host_ops(const Piece& piece, bool stage3) {
   const double ops = piece.end_op - piece.first_op;
   // Stage 3: the pre-forward (and pre-backward) hook fetches the piece's module, the post hook
   // releases it; both run on the thread that issues the piece's kernels.
-  const double fetch =
-      stage3 && piece.fetch_module >= 0 ? stage3_fetch_host_ops(piece.fetch_params) : 0.0;
+  const bool fetches = stage3 && piece.fetch_module >= 0;
+  const double fetch = fetches ? stage3_fetch_host_ops(piece.fetch_params) : 0.0;
   HostOps h;
   h.fwd = ops + fetch;
   h.bwd = piece.no_grad ? 0 : 2 * ops + fetch + static_cast<double>(piece.grads.size());
-  const bool fetches = stage3 && piece.fetch_module >= 0;
   h.fetch_fwd = fetches ? 1 : 0;
   h.fetch_bwd = fetches && !piece.no_grad ? 1 : 0;
   return h;
