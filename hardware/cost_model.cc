@@ -430,14 +430,32 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective op, double byt
   return nccl_model(cluster, op, bytes);
 }
 
-double h2d_time_s(const NodeSpec& node, double bytes, bool pinned) {
-  if (!(bytes > 0)) return 0;
-  return bytes / (pinned ? node.h2d_pinned_bytes_per_s : node.h2d_pageable_bytes_per_s);
+double pcie_uplink_share(const NodeSpec& node, int ranks_per_node) {
+  const int sharers = std::max(1, std::min(node.gpus_per_pcie_switch, ranks_per_node));
+  return node.pcie_uplink_bytes_per_s / sharers;
 }
 
-double d2h_time_s(const NodeSpec& node, double bytes, bool pinned) {
+namespace {
+
+// A rank's host-copy rate: its GPU's own (the solo measurement, which already crossed the
+// uplink) or, when other GPUs under its switch copy at the same time, their common uplink's share.
+double host_copy_rate(const NodeSpec& node, double own, int ranks_per_node) {
+  if (std::min(node.gpus_per_pcie_switch, ranks_per_node) <= 1) return own;
+  return std::min(own, pcie_uplink_share(node, ranks_per_node));
+}
+
+}  // namespace
+
+double h2d_time_s(const NodeSpec& node, double bytes, bool pinned, int ranks_per_node) {
   if (!(bytes > 0)) return 0;
-  return bytes / (pinned ? node.d2h_pinned_bytes_per_s : node.d2h_pageable_bytes_per_s);
+  const double own = pinned ? node.h2d_pinned_bytes_per_s : node.h2d_pageable_bytes_per_s;
+  return bytes / host_copy_rate(node, own, ranks_per_node);
+}
+
+double d2h_time_s(const NodeSpec& node, double bytes, bool pinned, int ranks_per_node) {
+  if (!(bytes > 0)) return 0;
+  const double own = pinned ? node.d2h_pinned_bytes_per_s : node.d2h_pageable_bytes_per_s;
+  return bytes / host_copy_rate(node, own, ranks_per_node);
 }
 
 double nvme_read_time_s(const NodeSpec& node, double bytes, int ranks_per_node) {
@@ -480,7 +498,7 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
   const NodeSpec& node = profile.node;
   const double solo = h2d ? node.h2d_pageable_bytes_per_s : node.d2h_pageable_bytes_per_s;
   const double dram = node.host_memory_bw_bytes_per_s / (3.0 * std::max(1, ranks_per_node));
-  return bytes / std::min(solo, dram);
+  return bytes / std::min(host_copy_rate(node, solo, ranks_per_node), dram);
 }
 
 double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,

@@ -58,9 +58,19 @@ double node_network_bw(const Profile& p, int ppn);
 // gets: bus bandwidth, the rate of every rank's (n-1)/n-per-step traffic (docs/cost_model.md §2.3).
 double ring_network_bw(const Profile& p, int ppn, int nodes);
 
-// Host <-> device copy of `bytes` from one GPU alone (pinned or pageable host memory).
-double h2d_time_s(const NodeSpec& node, double bytes, bool pinned);
-double d2h_time_s(const NodeSpec& node, double bytes, bool pinned);
+// Host <-> device copy of `bytes` by one of the node's `ranks_per_node` ranks, which run the same
+// step and so copy at the same moments (pinned or pageable host memory): the GPU's own measured
+// rate alone under its switch, else the lower of that and its share of the switch's uplink
+// (pcie_uplink_share).
+double h2d_time_s(const NodeSpec& node, double bytes, bool pinned, int ranks_per_node);
+double d2h_time_s(const NodeSpec& node, double bytes, bool pinned, int ranks_per_node);
+
+// A GPU's share, bytes/s, of its PCIe switch's uplink to the CPU while the node's ranks copy at
+// once. The ranks fill the node's GPUs in order (the launchers' CUDA_VISIBLE_DEVICES 0..r-1), so
+// min(gpus_per_pcie_switch, ranks_per_node) of them sit under each switch; the uplink is split
+// evenly between them (reference nccl_hardware.md §5.5: on DGX A100 two GPUs per Gen4 switch, "over
+// 11 GB/s per GPU when two GPUs ... were under test concurrently ... over 22 GB/s" for one alone).
+double pcie_uplink_share(const NodeSpec& node, int ranks_per_node);
 
 // NVMe read / write of `bytes` by one of the node's `ranks_per_node` ranks, each getting an equal
 // share of the node's drives.
@@ -97,7 +107,8 @@ double stage3_hook_s(const Profile& profile, double uses);
 // A copy of `bytes` between one GPU and pageable host memory while all `ranks_per_node` ranks of
 // the node copy at once: the driver stages each byte through a pinned bounce buffer (read the
 // pageable page, write the bounce buffer, DMA-read it: 3 passes over host DRAM), so each rank
-// gets min(its solo pageable rate, host_memory_gbps / (3 * ranks)).
+// gets min(its solo pageable rate or its uplink share as h2d_time_s, host_memory_gbps /
+// (3 * ranks)).
 double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int ranks_per_node);
 
 // DeepSpeedCPUAdam over `params` fp32 parameters by one of `ranks_per_node` ranks that all step

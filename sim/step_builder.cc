@@ -130,11 +130,11 @@ Task StepBuilder::copy_task(TaskKind kind, Resource resource, double bytes) cons
   switch (kind) {
     case TaskKind::kH2D:
       t.link = LinkSlot::kPcieH2D;
-      t.work_s = hardware::h2d_time_s(node, bytes, /*pinned=*/true);
+      t.work_s = hardware::h2d_time_s(node, bytes, /*pinned=*/true, ranks_per_node_);
       break;
     case TaskKind::kD2H:
       t.link = LinkSlot::kPcieD2H;
-      t.work_s = hardware::d2h_time_s(node, bytes, /*pinned=*/true);
+      t.work_s = hardware::d2h_time_s(node, bytes, /*pinned=*/true, ranks_per_node_);
       break;
     case TaskKind::kNvmeRead:
       t.link = LinkSlot::kNvme;

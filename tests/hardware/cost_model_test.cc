@@ -350,10 +350,18 @@ TEST_CASE("GEMM efficiency curve and roofline", "[hardware]") {
 
 TEST_CASE("host copies, NVMe and CPU Adam closed forms", "[hardware]") {
   const NodeSpec a100 = load_profile("a100").node;
-  CHECK(h2d_time_s(a100, 1e9, true) == Approx(1e9 / 25.1e9));
-  CHECK(h2d_time_s(a100, 1e9, false) == Approx(1e9 / 13.8e9));
-  CHECK(d2h_time_s(a100, 1e9, true) == Approx(1e9 / 25.1e9));
-  CHECK(d2h_time_s(a100, 0, true) == 0);
+  CHECK(h2d_time_s(a100, 1e9, true, 1) == Approx(1e9 / 25.1e9));
+  CHECK(h2d_time_s(a100, 1e9, false, 1) == Approx(1e9 / 13.8e9));
+  CHECK(d2h_time_s(a100, 1e9, true, 1) == Approx(1e9 / 25.1e9));
+  CHECK(d2h_time_s(a100, 0, true, 1) == 0);
+  // DGX A100: two GPUs under each PCIe switch share its 24 GB/s uplink once both copy (two or
+  // more ranks on the node); a direct-attached GPU (a100-pcie: one per switch) keeps its own.
+  CHECK(pcie_uplink_share(a100, 8) == Approx(12e9));
+  CHECK(h2d_time_s(a100, 1e9, true, 2) == Approx(1e9 / 12e9));
+  CHECK(d2h_time_s(a100, 1e9, true, 8) == Approx(1e9 / 12e9));
+  CHECK(h2d_time_s(a100, 1e9, false, 8) == Approx(1e9 / 12e9));
+  const NodeSpec pcie = load_profile("a100-pcie").node;
+  CHECK(h2d_time_s(pcie, 1e9, true, 8) == Approx(1e9 / 25.1e9));
   // The node's 18 GB/s read / 9 GB/s write split among 8 ranks.
   CHECK(nvme_read_time_s(a100, 1e9, 8) == Approx(1e9 / (18e9 / 8)));
   CHECK(nvme_write_time_s(a100, 1e9, 8) == Approx(1e9 / (9e9 / 8)));
