@@ -432,6 +432,17 @@ Setup resolve_setup(const SetupOptions& o) {
   if (std::string note = sim::zeropp_mics_note(config.zero, cluster); !note.empty()) {
     notes.push_back(note);
   }
+  // Flags build the file the planner would write: an MoE block gathered whole at stage 3 (its
+  // class listed where it is not a default leaf). A file of the user's is priced as it reads,
+  // with a note when its experts are gathered one by one.
+  if (o.ds_config.empty()) {
+    if (std::string cls = sim::missing_moe_leaf_class(model, config.zero); !cls.empty()) {
+      config.zero.leaf_module.classes.push_back(cls);
+    }
+  } else if (std::string note = sim::moe_leaf_note(model, config.zero, o.ds_config);
+             !note.empty()) {
+    notes.push_back(note);
+  }
   if (!o.ds_config.empty()) {
     check_precision_runs(config.precision, cluster.profile.gpu,
                          json_location(o.ds_config, "/bf16"));

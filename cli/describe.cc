@@ -137,6 +137,28 @@ std::string describe_zero_knobs(const sim::DsConfig& c) {
   if (comm.qgz) flag("zero_quantized_gradients", true);
   if (comm.mics > 0) s += strformat(", mics_shard_size %lld", static_cast<long long>(comm.mics));
   if (comm.mics_hier) flag("mics_hierarchical_params_gather", true);
+  // leaf_module too only when it is not DeepSpeed's default.
+  if (!z.leaf_module.is_default()) {
+    auto list = [](const std::vector<std::string>& v) {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+      return out + "]";
+    };
+    // DeepSpeed's three default classes, then what the planner or the file adds.
+    const std::vector<std::string> defaults = sim::default_leaf_module_classes();
+    const std::vector<std::string>& classes = z.leaf_module.classes;
+    if (classes.size() > defaults.size() &&
+        std::equal(defaults.begin(), defaults.end(), classes.begin())) {
+      s += ", leaf_module classes DeepSpeed's defaults + " +
+           list({classes.begin() + static_cast<std::ptrdiff_t>(defaults.size()), classes.end()});
+    } else {
+      s += ", leaf_module classes " + list(classes);
+    }
+    if (!z.leaf_module.names.empty()) s += " names " + list(z.leaf_module.names);
+    if (!z.leaf_module.name_suffixes.empty()) {
+      s += " name_suffixes " + list(z.leaf_module.name_suffixes);
+    }
+  }
   return s;
 }
 

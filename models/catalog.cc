@@ -129,8 +129,9 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
                          "embed_proj_dim", "default_seq_len", "qk_norm", "post_sublayer_norm",
                          "parallel_norms", "lm_head_bias", "fused_qkv", "fused_gate_up",
                          "experts", "experts_per_token", "expert_ffn", "shared_expert_ffn",
-                         "shared_expert_gate", "dense_layers", "q_lora_rank", "kv_lora_rank",
-                         "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+                         "shared_expert_gate", "dense_layers", "moe_block_class",
+                         "moe_block_name", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                         "qk_rope_head_dim", "v_head_dim"});
   s.layers = r.integer("layers");
   s.hidden = r.integer("hidden");
   s.heads = r.integer("heads");
@@ -171,6 +172,8 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   read_int(r, "shared_expert_ffn", &s.shared_expert_ffn);
   read_bool(r, "shared_expert_gate", &s.shared_expert_gate);
   read_int(r, "dense_layers", &s.dense_layers);
+  if (r.has("moe_block_class")) s.moe_block_class = r.string("moe_block_class");
+  if (r.has("moe_block_name")) s.moe_block_name = r.string("moe_block_name");
   read_int(r, "q_lora_rank", &s.q_lora_rank);
   read_int(r, "kv_lora_rank", &s.kv_lora_rank);
   read_int(r, "qk_nope_head_dim", &s.qk_nope_head_dim);

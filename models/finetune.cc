@@ -92,7 +92,7 @@ bool generic_match(const std::string& target, Role r) {
 bool target_matches(const std::string& target, const std::string& op_name) {
   if (target == "all-linear") return true;
   if (target == last_component(op_name)) return true;
-  // Expert GEMMs are named <block>.mlp.experts.gate_proj: one op for all experts' gate_proj.
+  // Expert GEMMs are named <block>.mlp.experts.<e>.gate_proj, one op per expert.
   return generic_match(target, role_of(op_name));
 }
 
@@ -108,15 +108,9 @@ void freeze_layer(Layer& layer) {
 constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
 
 // Adds LoRA adapters to the block's targeted GEMMs. Returns the targets that matched.
-std::set<std::string> add_adapters(const ModelShape& shape, Layer& layer,
-                                   const std::vector<std::string>& targets, int64_t r) {
+std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>& targets,
+                                   int64_t r) {
   std::set<std::string> matched;
-  // GEMMs per module: a module with several (a mixture of experts' leaf module) takes the
-  // adapters' parameters itself, so that ZeRO-3 gathers them with the leaf.
-  std::vector<int> gemms(layer.modules.size(), 0);
-  for (const ComputeOp& op : layer.ops) {
-    if (op.kind == OpKind::kGemm && op.module >= 0) ++gemms[op.module];
-  }
   std::vector<ComputeOp> ops;
   for (const ComputeOp& base : layer.ops) {
     ops.push_back(base);
@@ -129,23 +123,18 @@ std::set<std::string> add_adapters(const ModelShape& shape, Layer& layer,
       }
     }
     if (!hit) continue;
-    // Routed experts: one adapter per expert, each token through experts_per_token of them.
-    const bool routed = base.token_factor != 1;
-    const int64_t copies = routed ? shape.experts : 1;
+    // lora_A and lora_B are Linears of their own inside the wrapped one (peft's lora.Linear), so
+    // modules of their own; inside a mixture of experts' block, as the expert they adapt.
     const std::string a_name = base.name + ".lora_A";
     const std::string b_name = base.name + ".lora_B";
-    Param a{a_name + ".weight", copies * r * base.k, true};
-    Param b{b_name + ".weight", copies * base.n * r, true};
-    int a_module = base.module, b_module = base.module;
-    if (base.module >= 0 && gemms[base.module] > 1) {
-      layer.modules[base.module].params.push_back(a);
-      layer.modules[base.module].params.push_back(b);
-    } else {
-      layer.modules.push_back(Module{a_name, {a}, ""});
-      a_module = static_cast<int>(layer.modules.size()) - 1;
-      layer.modules.push_back(Module{b_name, {b}, ""});
-      b_module = static_cast<int>(layer.modules.size()) - 1;
-    }
+    const bool in_moe = base.module >= 0 && layer.modules[base.module].moe_block;
+    Module a{a_name, {{a_name + ".weight", r * base.k, true}}, ""};
+    Module b{b_name, {{b_name + ".weight", base.n * r, true}}, ""};
+    a.moe_block = b.moe_block = in_moe;
+    layer.modules.push_back(std::move(a));
+    const int a_module = static_cast<int>(layer.modules.size()) - 1;
+    layer.modules.push_back(std::move(b));
+    const int b_module = static_cast<int>(layer.modules.size()) - 1;
     // lora_B(lora_A(x)) * scaling added to the base output (peft/tuners/lora/layer.py
     // Linear.forward): GEMMs [T x in] x [in x r] and [T x r] x [r x out], then the scale (read
     // and write `out`) and the add (read two, write one): 10 * out bytes per token in 16 bits.
@@ -295,7 +284,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
     for (Layer& layer : layers) {
       freeze_layer(layer);
       if (layer.kind != LayerKind::kBlock) continue;
-      std::set<std::string> m = add_adapters(shape, layer, ft.lora_targets, ft.lora_rank);
+      std::set<std::string> m = add_adapters(layer, ft.lora_targets, ft.lora_rank);
       matched.insert(m.begin(), m.end());
     }
     for (const std::string& t : ft.lora_targets) {

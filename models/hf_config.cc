@@ -263,6 +263,13 @@ void require_empty_list(const JsonReader& r, const char* key, const std::string&
 // num_experts_per_tok and n_shared_experts have no default; moe_intermediate_size 1407;
 // first_k_dense_replace 0 dense blocks first; moe_layer_freq 1).
 void read_experts(const JsonReader& r, const std::string& type, ModelShape& s) {
+  // The block's class (in each model type's modeling file) and its decoder-layer attribute.
+  const char* block_class = type == "mixtral"     ? "MixtralSparseMoeBlock"
+                            : type == "qwen2_moe" ? "Qwen2MoeSparseMoeBlock"
+                            : type == "qwen3_moe" ? "Qwen3MoeSparseMoeBlock"
+                                                  : "DeepseekV2Moe";
+  s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
+  s.moe_block_name = type == "mixtral" ? "block_sparse_moe" : "mlp";
   if (type == "mixtral") {
     s.experts = optional_dim(r, "num_local_experts", 8, kMaxWidth);
     s.experts_per_token = optional_dim(r, "num_experts_per_tok", 2, kMaxWidth);

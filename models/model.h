@@ -100,6 +100,13 @@ struct ModelShape {
   int64_t shared_expert_ffn = 0;
   bool shared_expert_gate = false;
   int64_t dense_layers = 0;  // DeepSeek first_k_dense_replace: the first blocks keep dense MLPs
+  // The Hugging Face class of the sparse MoE block, fully qualified, and the attribute that holds
+  // it in each decoder layer, as transformers 4.x names them (Mixtral:
+  // transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock at block_sparse_moe;
+  // Qwen2-MoE, Qwen3-MoE and DeepSeek-V2 at mlp): what zero_optimization.leaf_module matches.
+  // build_model gives an MoE shape without them Mixtral's.
+  std::string moe_block_class;
+  std::string moe_block_name;
 
   // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
   // q_proj (q_lora_rank 0) or q_a_proj -> q_a_layernorm -> q_b_proj; keys and values from a
@@ -153,6 +160,10 @@ struct Module {
   std::string tied_to;
   // A LayerNorm or RMSNorm (its weight and bias): models/activations.cc reads whether it trains.
   bool norm = false;
+  // One of the modules of the layer's sparse MoE block (its router, experts and shared expert):
+  // ZeRO-3 gathers them one by one, or all at once where it treats the block as a leaf
+  // (sim/zero_sizes.cc).
+  bool moe_block = false;
 
   int64_t numel() const;
   int64_t trainable_numel() const;  // of the trainable params
@@ -187,9 +198,9 @@ struct ComputeOp {
   int64_t value_dim = 0;            // kAttention: of values, 0 = head_dim (MLA: v_head_dim)
   double bytes_per_token = 0;       // kMemoryBound: bytes read + written per token
   int module = -1;                  // index in Layer::modules of the parameters it reads
-  // kGemm: rows per token. 1, or experts_per_token for the routed experts of a mixture of
-  // experts: each token passes through that many of them, so all experts together do the work
-  // of one [T*k x kdim] x [kdim x n] GEMM.
+  // kGemm: rows per token. 1, or experts_per_token / experts for a routed expert of a mixture
+  // of experts: each token passes through experts_per_token of them, and the experts are taken
+  // as balanced, so each expert's GEMM runs T * k / E rows.
   double token_factor = 1;
   // kGemm: the weight does not require grad (a frozen linear, models/finetune.h), so backward
   // computes only the input gradient dX = dY W^T: 1x the forward FLOPs instead of 2x.

@@ -306,6 +306,10 @@ ModelShape normalized(ModelShape s, const std::string& where) {
     if (s.shared_expert_gate && s.shared_expert_ffn == 0) {
       fail(where, "shared_expert_gate", "needs a shared expert (shared_expert_ffn > 0)");
     }
+    if (s.moe_block_class.empty()) {
+      s.moe_block_class = "transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock";
+    }
+    if (s.moe_block_name.empty()) s.moe_block_name = "block_sparse_moe";
   } else if (s.experts_per_token != 0 || s.expert_ffn != 0 || s.shared_expert_ffn != 0 ||
              s.dense_layers != 0 || s.shared_expert_gate) {
     fail(where, "experts", "expert settings given without experts (experts must be > 0)");
@@ -514,65 +518,74 @@ class TransformerBuilder {
     b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_, TpSplit::kRow);
   }
 
-  // The sparse MoE block (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV2MoE): one
-  // module holding the router, every expert's gate/up/down and the shared expert. It is one
-  // module because ZeRO-3 training of these models marks the block a leaf
-  // (deepspeed/utils/z3_leaf_module.py set_z3_leaf_modules; Accelerate's
-  // transformer_moe_cls_names): its parameters are gathered together, since which experts a
-  // micro-batch reaches differs across ranks. No biases anywhere in it.
+  // The sparse MoE block as Hugging Face transformers 4.x builds it (MixtralSparseMoeBlock,
+  // Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, DeepseekV2Moe): the router Linear(h, E), and
+  // per expert an nn.Module of three Linears (Mixtral's w1, w3, w2 are gate_proj, up_proj,
+  // down_proj here), and the shared expert's; no biases. Each Linear is a module of its own
+  // (ZeRO-3 gathers it alone) unless ZeRO-3 treats the block as a leaf, which gathers them all
+  // at once: Module::moe_block marks them (sim/zero_sizes.cc, docs/models.md "Mixture of
+  // experts").
+  //
+  // The forward is the modeling code's Python loop over the experts (modeling_mixtral.py
+  // MixtralSparseMoeBlock.forward): the router's softmax and top-k, then for each expert the
+  // torch.where over its mask, the gather of its rows, act(gate(x)) * up(x), down, the routing
+  // weight's multiply and index_add_ into the output. The experts are balanced: each runs
+  // experts_per_token / experts of the tokens (load imbalance is not modelled).
   void experts(LayerBuilder& b, const std::string& p) {
     const int64_t h = s_.hidden, fe = s_.expert_ffn, fs = s_.shared_expert_ffn;
     const std::string m = p + "mlp";
-    Module block{m, {}, ""};
-    block.params.push_back({m + ".gate.weight", s_.experts * h});
+    const double k = static_cast<double>(s_.experts_per_token);
+    const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
+    const double rows = k / static_cast<double>(s_.experts);  // an expert's rows per token
+    auto add = [&](const std::string& name, int64_t numel) {
+      Module mod{name, {{name + ".weight", numel}}, ""};
+      mod.moe_block = true;
+      return b.add_module(std::move(mod));
+    };
+    b.gemm(m + ".gate", s_.experts, h, add(m + ".gate", s_.experts * h));
+    // Softmax in fp32, top-k, renormalize, cast, the expert mask (one_hot) and which experts it
+    // hits: read the 16-bit logits, write fp32 probabilities and the k chosen weights and
+    // indices (estimate); and the zeroed output the experts add into (2h).
+    b.memory_op("router_topk", 6.0 * static_cast<double>(s_.experts) + 12.0 * k + 2.0 * hd);
     for (int64_t e = 0; e < s_.experts; ++e) {
       const std::string x = m + ".experts." + std::to_string(e) + ".";
-      block.params.push_back({x + "gate_proj.weight", fe * h});
-      block.params.push_back({x + "up_proj.weight", fe * h});
-      block.params.push_back({x + "down_proj.weight", h * fe});
+      const int gate = add(x + "gate_proj", fe * h);
+      const int up = add(x + "up_proj", fe * h);
+      const int down = add(x + "down_proj", h * fe);
+      // torch.where over its row of the int64 mask (8 bytes per routed slot), then the gather
+      // of its tokens' hidden states (read and write h each).
+      b.memory_op(x + "route", 8.0 * k);
+      b.memory_op(x + "dispatch", 4.0 * hd * rows);
+      expert_gemm(b, x + "gate_proj", fe, h, gate, rows);
+      b.memory_op(x + "silu", 4.0 * fed * rows);
+      expert_gemm(b, x + "up_proj", fe, h, up, rows);
+      b.memory_op(x + "gate_mul", 6.0 * fed * rows);
+      expert_gemm(b, x + "down_proj", h, fe, down, rows);
+      // The routing weight's multiply (read and write h) and index_add_ into the output (read
+      // the row and the output row, write it): 10h per row.
+      b.memory_op(x + "combine", 10.0 * hd * rows);
     }
-    if (fs > 0) {
-      const std::string x = m + ".shared_expert.";
-      block.params.push_back({x + "gate_proj.weight", fs * h});
-      block.params.push_back({x + "up_proj.weight", fs * h});
-      block.params.push_back({x + "down_proj.weight", h * fs});
-      if (s_.shared_expert_gate) block.params.push_back({m + ".shared_expert_gate.weight", h});
-    }
-    const int index = b.add_module(std::move(block));
-    const double k = static_cast<double>(s_.experts_per_token);
-    const double fed = static_cast<double>(fe);
-    // Router logits, softmax and top-k over the experts (fp32 probabilities: read the 16-bit
-    // logits, write fp32 probabilities and the chosen weights; estimate).
-    b.gemm(m + ".gate", s_.experts, h, index);
-    b.memory_op("router_topk", 6.0 * static_cast<double>(s_.experts) + 12.0 * k);
-    // Dispatch: copy each token's hidden state to its k experts (read and write k rows).
-    b.memory_op("dispatch", 4.0 * k * static_cast<double>(h));
-    expert_gemm(b, m + ".experts.gate_proj", fe, h, index);
-    expert_gemm(b, m + ".experts.up_proj", fe, h, index);
-    b.memory_op("experts_silu", 4.0 * k * fed);
-    b.memory_op("experts_gate_mul", 6.0 * k * fed);
-    expert_gemm(b, m + ".experts.down_proj", h, fe, index);
-    // Combine: scale the k outputs by their routing weights and sum them.
-    b.memory_op("combine", 2.0 * (k + 1) * static_cast<double>(h));
     if (fs > 0) {
       const double fsd = static_cast<double>(fs);
-      b.gemm(m + ".shared_expert.gate_proj", fs, h, index);
-      b.gemm(m + ".shared_expert.up_proj", fs, h, index);
+      const std::string x = m + ".shared_expert.";
+      b.gemm(x + "gate_proj", fs, h, add(x + "gate_proj", fs * h));
       b.memory_op("shared_silu", 4.0 * fsd);
+      b.gemm(x + "up_proj", fs, h, add(x + "up_proj", fs * h));
       b.memory_op("shared_gate_mul", 6.0 * fsd);
-      b.gemm(m + ".shared_expert.down_proj", h, fs, index);
+      b.gemm(x + "down_proj", h, fs, add(x + "down_proj", h * fs));
       if (s_.shared_expert_gate) {
-        b.gemm(m + ".shared_expert_gate", 1, h, index);
-        b.memory_op("shared_sigmoid_mul", 6.0 * static_cast<double>(h));
+        b.gemm(m + ".shared_expert_gate", 1, h, add(m + ".shared_expert_gate", h));
+        b.memory_op("shared_sigmoid_mul", 6.0 * hd);
       }
       b.memory_op("shared_add", add_bytes(h, 2));
     }
   }
 
-  // The routed experts' GEMM: each token's row goes through experts_per_token experts.
-  void expert_gemm(LayerBuilder& b, const std::string& name, int64_t n, int64_t k, int module) {
+  // One routed expert's GEMM: `rows` of its rows per token of the micro-batch.
+  void expert_gemm(LayerBuilder& b, const std::string& name, int64_t n, int64_t k, int module,
+                   double rows) {
     b.gemm(name, n, k, module);
-    b.layer().ops.back().token_factor = static_cast<double>(s_.experts_per_token);
+    b.layer().ops.back().token_factor = rows;
   }
 
   Layer lm_head() {

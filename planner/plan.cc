@@ -229,14 +229,24 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
     // models.md "Mixture of experts"; DeepSpeed 0.19 deepspeed/utils/z3_leaf_module.py and
     // zero/leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES, applied by engine.py
     // _configure_distributed_model before the ZeRO-3 hooks are installed.
+    const std::string& qualified = problem.model.shape().moe_block_class;
+    const std::string cls = qualified.substr(qualified.rfind('.') + 1);
+    // Not a leaf under DeepSpeed's defaults: the written file lists it (to_ds_config).
+    sim::ZeroConfig defaults;
+    defaults.stage = 3;
+    const bool listed = !sim::missing_moe_leaf_class(problem.model, defaults).empty();
     out.push_back(
         "mixture of experts at ZeRO-3: the prediction gathers each MoE block (router and every "
         "expert) at once, as a ZeRO-3 leaf module. DeepSpeed >= 0.18 makes Hugging Face's "
         "MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock and Qwen3MoeSparseMoeBlock leaves by "
-        "itself (zero_optimization.leaf_module's default classes); any other MoE block "
-        "(DeepSeek-V2's, your own) needs deepspeed.utils.set_z3_leaf_modules(model, [its class]) "
-        "before deepspeed.initialize, or its class name in zero_optimization.leaf_module.classes. "
-        "Without it ZeRO-3 gathers expert by expert as the router reaches them: ranks whose "
+        "itself (zero_optimization.leaf_module's default classes)" +
+        std::string(listed ? "; the written file lists " + cls + " in "
+                                 "zero_optimization.leaf_module.classes"
+                           : "") +
+        ". DeepSpeed before 0.18 has no leaf_module: there call "
+        "deepspeed.utils.set_z3_leaf_modules(model, [" + cls + "]) before deepspeed.initialize" +
+        (listed ? " and drop the key" : "") +
+        ". Without a leaf ZeRO-3 gathers expert by expert as the router reaches them: ranks whose "
         "tokens reach different experts issue different all-gathers and training hangs");
   }
   const models::FineTune& ft = problem.model.finetune();

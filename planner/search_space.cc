@@ -485,6 +485,13 @@ sim::DsConfig to_ds_config(const Candidate& c, const sim::DsConfig& base, const 
   z.quantized_gradients = c.comm.qgz;
   z.mics_shard_size = c.comm.mics;
   z.mics_hierarchical_params_gather = c.comm.mics_hier;
+  // A mixture of experts at stage 3 is planned with each MoE block a ZeRO-3 leaf, one gather a
+  // block (DeepSpeed 0.19 makes Mixtral's and Qwen's blocks leaves by default; another class is
+  // listed), which also keeps ranks whose tokens reach different experts from hanging
+  // (docs/models.md, "Mixture of experts").
+  if (std::string cls = sim::missing_moe_leaf_class(problem.model, z); !cls.empty()) {
+    z.leaf_module.classes.push_back(cls);
+  }
   d.micro_batch = c[Knob::kMicroBatch];
   d.gradient_accumulation_steps = c.gas;
   d.train_batch_size =

@@ -94,8 +94,12 @@ struct ZeroSizes {
   int sub_groups = 1;
   std::vector<double> sub_group_sizes;  // partition elements of each optimizer sub-group
   // Per layer, per module (Layer::modules order): elements a fetch of it gathers (its
-  // non-persistent parameters; 0 when everything in it is persistent).
+  // non-persistent parameters; 0 when everything in it is persistent). A sparse MoE block that
+  // stage 3 treats as a leaf (moe_block_is_leaf) is one fetch: its first module holds the whole
+  // block's elements, the block's other modules 0.
   std::vector<std::vector<double>> module_fetch;
+  // The same, counting the parameter tensors a fetch gathers (its hooks loop over them).
+  std::vector<std::vector<int>> module_fetch_tensors;
   double cpu_partition = 0;     // partition elements whose optimizer runs on the CPU (offload,
                                 // ratio < 1 keeps the first sub-groups on the GPU)
 };
@@ -112,6 +116,25 @@ struct ActivationPlan {
 };
 ActivationPlan plan_activations(const models::Model& model, const DsConfig& config,
                                 const Workload& workload);
+
+// Whether ZeRO-3 treats the sparse MoE block of the `block`-th decoder layer (0-based: the
+// model.layers.<block> of Hugging Face's module names) as a leaf under `leaf`, as
+// deepspeed/utils/z3_leaf_module.py matches it: its class by name or fully qualified name
+// (ModelShape::moe_block_class), its module name model.layers.<block>.<moe_block_name>, or a
+// suffix of that name. False for a model without experts.
+bool moe_block_is_leaf(const models::ModelShape& shape, int64_t block,
+                       const LeafModuleConfig& leaf);
+
+// The class name (ModelShape::moe_block_class without its module path) that
+// zero_optimization.leaf_module.classes would need to make every MoE block of `model` a leaf
+// under `zero`, or "" when they all are one already (or the model has no experts, or the stage is
+// not 3). The planner writes it into the files it recommends; a file that leaves it out gets
+// moe_leaf_note.
+std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig& zero);
+// A note for a stage-3 file whose MoE blocks are not leaves (missing_moe_leaf_class non-empty),
+// naming `file`'s key; "" otherwise.
+std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
+                          const std::string& file);
 
 // REQUIRES: the inputs of a config that passed validate_ds_config for inputs.dp.
 ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& inputs);

@@ -53,8 +53,8 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
     case models::OpKind::kGemm: {
       const double n = static_cast<double>(op.n), k = static_cast<double>(op.k);
       // Y[T x n] = X[T x k] W[k x n]; backward: dX = dY W^T [T x k] and dW = X^T dY [k x n].
-      // Routed experts (token_factor = experts_per_token): timed as one GEMM over all routed
-      // rows, as a grouped-GEMM kernel runs them.
+      // A routed expert (token_factor = experts_per_token / experts): its own GEMM over its
+      // share of the routed rows, as the modeling code's loop over the experts runs it.
       const double rows = tokens * op.token_factor;
       // A frozen weight (requires_grad false) needs no dW: mm's backward computes only the
       // gradients of the inputs that require grad (PyTorch's derivatives.yaml for mm/addmm,
@@ -190,7 +190,8 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
     // Identical blocks cost the same; with stage 3 they are also cut the same way as long as
     // the same modules need gathering.
     if (li > 0 && same_compute(layer, layers[li - 1]) &&
-        (!stage3 || sizes.module_fetch[li] == sizes.module_fetch[li - 1])) {
+        (!stage3 || (sizes.module_fetch[li] == sizes.module_fetch[li - 1] &&
+                     sizes.module_fetch_tensors[li] == sizes.module_fetch_tensors[li - 1]))) {
       for (size_t p = prev_first; p < first_piece; ++p) {
         pieces.push_back(pieces[p]);
         pieces.back().layer = static_cast<int>(li);
@@ -219,7 +220,7 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
           cur.first_op = oi;
         }
         cur.fetch_module = op.module;
-        cur.fetch_params = static_cast<int>(layer.modules[op.module].params.size());
+        cur.fetch_params = sizes.module_fetch_tensors[li][op.module];
         cur_has_fetch = true;
       }
       OpTime t;

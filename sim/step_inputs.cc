@@ -16,13 +16,19 @@ namespace {
 // the struct without adding it here fails to compile. Each calls f on its members in order;
 // FieldHasher recurses into the ones that are structs.
 template <typename F>
+void visit(const LeafModuleConfig& s, F& f) {
+  const auto& [classes, names, name_suffixes] = s;
+  f(classes), f(names), f(name_suffixes);
+}
+
+template <typename F>
 void visit(const SizesInputs& s, F& f) {
   const auto& [dp, precision, grad_accum_dtype, stage, reduce_bucket_size, offload_optimizer,
                param_persistence_threshold, model_persistence_threshold, max_reuse_distance,
-               sub_group_size, offload_ratio] = s;
+               sub_group_size, offload_ratio, leaf_module] = s;
   f(dp), f(precision), f(grad_accum_dtype), f(stage), f(reduce_bucket_size), f(offload_optimizer);
   f(param_persistence_threshold), f(model_persistence_threshold), f(max_reuse_distance);
-  f(sub_group_size), f(offload_ratio);
+  f(sub_group_size), f(offload_ratio), f(leaf_module);
 }
 
 template <typename F>
@@ -46,13 +52,15 @@ void visit(const ZeroConfig& s, F& f) {
                round_robin_gradients, offload_param, offload_optimizer, sub_group_size,
                prefetch_bucket_size, param_persistence_threshold, model_persistence_threshold,
                max_live_parameters, max_reuse_distance, hpz_partition_size, quantized_weights,
-               quantized_gradients, mics_shard_size, mics_hierarchical_params_gather, other] = s;
+               quantized_gradients, mics_shard_size, mics_hierarchical_params_gather, leaf_module,
+               other] = s;
   f(stage), f(contiguous_gradients), f(reduce_scatter), f(reduce_bucket_size);
   f(use_multi_rank_bucket_allreduce), f(allgather_bucket_size), f(overlap_comm);
   f(round_robin_gradients), f(offload_param), f(offload_optimizer), f(sub_group_size);
   f(prefetch_bucket_size), f(param_persistence_threshold), f(model_persistence_threshold);
   f(max_live_parameters), f(max_reuse_distance), f(hpz_partition_size), f(quantized_weights);
-  f(quantized_gradients), f(mics_shard_size), f(mics_hierarchical_params_gather), f(other);
+  f(quantized_gradients), f(mics_shard_size), f(mics_hierarchical_params_gather), f(leaf_module);
+  f(other);
 }
 
 template <typename F>
@@ -118,6 +126,9 @@ struct FieldHasher {
       h.add(v.value_or(0));
     } else if constexpr (std::is_same_v<T, nlohmann::json>) {
       h.add(v.dump());
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      h.add(static_cast<int64_t>(v.size()));
+      for (const std::string& x : v) h.add(x);
     } else {
       visit(v, *this);  // a struct
     }
@@ -143,6 +154,7 @@ SizesInputs sizes_inputs(int dp, const DsConfig& config) {
     in.max_reuse_distance = z.max_reuse_distance;
     in.sub_group_size = z.sub_group_size;
     if (in.offload_optimizer != OffloadDevice::kNone) in.offload_ratio = z.offload_optimizer.ratio;
+    in.leaf_module = z.leaf_module;
   }
   return in;
 }

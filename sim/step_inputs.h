@@ -33,6 +33,7 @@ struct SizesInputs {
   int64_t max_reuse_distance = 0;
   int64_t sub_group_size = 0;
   double offload_ratio = 0;
+  LeafModuleConfig leaf_module;  // which MoE blocks stage 3 gathers whole (moe_block_is_leaf)
 };
 SizesInputs sizes_inputs(int dp, const DsConfig& config);
 

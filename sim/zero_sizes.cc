@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
+
+#include "base/input_error.h"
 
 namespace zplan::sim {
 
@@ -28,7 +31,59 @@ bool is_persistent(double numel, const SizesInputs& in) {
   return numel <= static_cast<double>(in.param_persistence_threshold);
 }
 
+bool contains(const std::vector<std::string>& list, const std::string& x) {
+  return std::find(list.begin(), list.end(), x) != list.end();
+}
+
 }  // namespace
+
+bool moe_block_is_leaf(const models::ModelShape& shape, int64_t block,
+                       const LeafModuleConfig& leaf) {
+  if (!shape.moe()) return false;
+  // _do_set_z3_leaf_modules: a class entry matches __class__.__name__ or module.qualname.
+  const std::string& qualified = shape.moe_block_class;
+  const std::string short_name = qualified.substr(qualified.rfind('.') + 1);
+  if (contains(leaf.classes, qualified) || contains(leaf.classes, short_name)) return true;
+  // set_z3_leaf_modules_by_name / _by_suffix over model.named_modules() of a *ForCausalLM.
+  const std::string name = "model.layers." + std::to_string(block) + "." + shape.moe_block_name;
+  if (contains(leaf.names, name)) return true;
+  for (const std::string& suffix : leaf.name_suffixes) {
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig& zero) {
+  if (zero.stage != 3 || !model.shape().moe()) return "";
+  int64_t block = 0;
+  for (const models::Layer& layer : model.layers()) {
+    if (layer.kind != models::LayerKind::kBlock) continue;
+    if (layer.moe_block && !moe_block_is_leaf(model.shape(), block, zero.leaf_module)) {
+      const std::string& qualified = model.shape().moe_block_class;
+      return qualified.substr(qualified.rfind('.') + 1);
+    }
+    ++block;
+  }
+  return "";
+}
+
+std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
+                          const std::string& file) {
+  const std::string cls = missing_moe_leaf_class(model, zero);
+  if (cls.empty()) return "";
+  const std::string where = file.empty() ? std::string("zero_optimization.leaf_module")
+                                         : json_location(file, "/zero_optimization/leaf_module");
+  return where + " does not make " + cls +
+         " a ZeRO-3 leaf: stage 3 gathers and hooks each expert's Linears one by one (the "
+         "prediction prices that); with the modeling code's loop over the experts a micro-batch "
+         "reaches (transformers 4.5x and later), ranks whose tokens reach different experts "
+         "issue different all-gathers and training hangs. List \"" + cls +
+         "\" in zero_optimization.leaf_module.classes (DeepSpeed >= 0.18), or call "
+         "deepspeed.utils.set_z3_leaf_modules(model, [" + cls + "]) before deepspeed.initialize";
+}
 
 ZeroSizes zero_sizes(const models::Model& model, int dp, const DsConfig& config) {
   return zero_sizes(model, sizes_inputs(dp, config));
@@ -76,23 +131,38 @@ ZeroSizes zero_sizes(const models::Model& model, const SizesInputs& in) {
   if (in.stage != 3) return s;
 
   // Persistent parameters (parameter_offload.py: mark_persistent_parameters), ref §2.2 item 9.
+  // A leaf MoE block is fetched whole by the hook on the block (fetch_sub_module gathers
+  // iter_params(module, recurse=z3_leaf_module(module)), partitioned_param_coordinator.py),
+  // persistent parameters aside: its elements go to the block's first module.
   double model_cap = static_cast<double>(in.model_persistence_threshold);
   std::vector<double> fetch_sizes;  // non-persistent elements of each module fetch, trace order
+  int64_t block = 0;
   for (const models::Layer& layer : model.layers()) {
-    s.module_fetch.emplace_back();
-    for (const models::Module& m : layer.modules) {
-      double fetch = 0;
+    s.module_fetch.emplace_back(layer.modules.size(), 0.0);
+    s.module_fetch_tensors.emplace_back(layer.modules.size(), 0);
+    const bool leaf = layer.moe_block && moe_block_is_leaf(model.shape(), block, in.leaf_module);
+    if (layer.kind == models::LayerKind::kBlock) ++block;
+    int leaf_first = -1;  // the leaf block's first module, where its fetch is counted
+    for (size_t mi = 0; mi < layer.modules.size(); ++mi) {
+      const models::Module& m = layer.modules[mi];
+      size_t into = mi;
+      if (leaf && m.moe_block) {
+        if (leaf_first < 0) leaf_first = static_cast<int>(mi);
+        into = static_cast<size_t>(leaf_first);
+      }
       for (const models::Param& prm : m.params) {
         double n = static_cast<double>(prm.numel);
         bool owned = m.tied_to.empty();
         if (is_persistent(n, in) && (!owned || s.persistent + n <= model_cap)) {
           if (owned) s.persistent += n;
         } else {
-          fetch += n;
+          s.module_fetch.back()[into] += n;
+          s.module_fetch_tensors.back()[into] += 1;
         }
       }
+    }
+    for (double fetch : s.module_fetch.back()) {
       s.largest_fetch = std::max(s.largest_fetch, fetch);
-      s.module_fetch.back().push_back(fetch);
       fetch_sizes.push_back(fetch);
     }
   }

@@ -67,6 +67,13 @@ const char* offload_device_name(OffloadDevice d) {
 
 int precision_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 
+std::vector<std::string> default_leaf_module_classes() {
+  // DEFAULT_LEAF_MODULE_CLASSES (deepspeed/runtime/zero/leaf_module_config.py, 0.19).
+  return {"transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock",
+          "transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock",
+          "transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock"};
+}
+
 bool uses_bf16_optimizer(const DsConfig& c) {
   return c.zero.stage == 1 && c.precision == Precision::kBf16 &&
          c.grad_accum_dtype == Precision::kFp32 &&

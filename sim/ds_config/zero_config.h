@@ -50,6 +50,24 @@ struct OffloadOptimizerConfig {
   double ratio = 1.0;  // fraction of sub-groups updated on the CPU (< 1 needs stage 3)
 };
 
+// zero_optimization.leaf_module (DeepSpeedZeroLeafModuleConfig, runtime/zero/leaf_module_config.py;
+// DeepSpeed >= 0.18.0, PR #7604): the modules ZeRO-3 treats as leaves -- hooks only on them, their
+// whole subtree gathered at once -- by class (its name or fully qualified name), by module name
+// (model.named_modules()) or by name suffix, applied by the engine before the hooks are installed
+// (engine.py _configure_distributed_model -> utils/z3_leaf_module.py
+// apply_zero_leaf_module_config). A string is read as a list of one; entries are de-duplicated.
+// Default: Hugging Face's Mixtral, Qwen2-MoE and Qwen3-MoE sparse blocks.
+std::vector<std::string> default_leaf_module_classes();
+struct LeafModuleConfig {
+  std::vector<std::string> classes = default_leaf_module_classes();
+  std::vector<std::string> names;
+  std::vector<std::string> name_suffixes;
+  bool operator==(const LeafModuleConfig& o) const {
+    return classes == o.classes && names == o.names && name_suffixes == o.name_suffixes;
+  }
+  bool is_default() const { return *this == LeafModuleConfig{}; }
+};
+
 // Top-level "aio" block (swap_tensor/aio_config.py; `thread_count` is ignored since 0.17).
 struct AioConfig {
   int64_t block_size = 1'048'576;
@@ -145,6 +163,7 @@ struct ZeroConfig {
   // mics_hierarchical_params_gather: the shard group's all-gather in two hops, inter-node then
   // intra-node (mics.py _hierarchical_all_gather_params); needs a shard spanning > 1 node.
   bool mics_hierarchical_params_gather = false;
+  LeafModuleConfig leaf_module;  // stage 3 only
   bool hpz() const { return stage == 3 && hpz_partition_size > 1; }
   bool mics() const { return stage == 3 && mics_shard_size > 0; }
   // Accepted keys zplan does not model (load_from_fp32_weights, elastic_checkpoint, ...), kept

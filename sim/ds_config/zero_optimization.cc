@@ -84,7 +84,7 @@ constexpr ZeroKey kZeroKeys[] = {
     {"log_trace_cache_warnings", "", Kind::kBool},
     {"enable_sanity_checks", "", Kind::kBool},
     {"save_muon_momentum_buffer_in_memory", "", Kind::kBool},
-    {"leaf_module", "", Kind::kOptionalObject},  // its "before" validator maps None to {}
+    {"leaf_module", "", Kind::kModeled},
 };
 
 // DeepSpeedZeroOffloadParamConfig and DeepSpeedZeroOffloadOptimizerConfig (offload_config.py).
@@ -93,6 +93,8 @@ constexpr std::string_view kOffloadParamKeys[] = {"device",      "nvme_path",  "
 constexpr std::string_view kOffloadOptimizerKeys[] = {
     "device",         "nvme_path", "buffer_count", "pin_memory",    "pipeline_read",
     "pipeline_write", "fast_init", "ratio",        "super_offload", "cpuadam_cores_perc"};
+// DeepSpeedZeroLeafModuleConfig (leaf_module_config.py).
+constexpr std::string_view kLeafModuleKeys[] = {"classes", "names", "name_suffixes"};
 // Accepted offload_optimizer keys zplan does not model; kept in ZeroConfig::other's
 // "offload_optimizer" object.
 constexpr std::string_view kOffloadOptimizerPassthrough[] = {"super_offload", "cpuadam_cores_perc"};
@@ -188,6 +190,47 @@ OffloadOptimizerConfig read_offload_optimizer(const JsonReader& r, int stage, js
   if (o.device == OffloadDevice::kNone) return OffloadOptimizerConfig{};
   if (!extras.empty()) passthrough = std::move(extras);
   return o;
+}
+
+// A List[str] field of DeepSpeedZeroLeafModuleConfig: its "before" validator turns a string into
+// a list of one, the "after" one drops repeats keeping the first; null is not a list.
+void read_name_list(const JsonReader& r, std::string_view key, std::vector<std::string>& out) {
+  if (r.is_auto(key) || !r.json().contains(key)) return;  // a dropped "auto" keeps the default
+  const json& v = r.json().at(std::string(key));
+  std::vector<std::string> names;
+  if (v.is_string()) {
+    names.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        r.require_array(key).at(i).fail("must be a string (a class or module name), got " +
+                                        describe_json_value(v[i]));
+      }
+      const std::string name = v[i].get<std::string>();
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  } else {
+    r.fail(key, "must be a list of names or one name, got " + describe_json_value(v));
+  }
+  out = std::move(names);
+}
+
+// leaf_module: null, "auto" and {} keep the defaults (its "before" validator maps None to {}).
+LeafModuleConfig read_leaf_module(const JsonReader& r, Errors& errors) {
+  reject_unknown_keys(r, kLeafModuleKeys, AutoRule::kMeansDefault,
+                      "DeepSpeedZeroLeafModuleConfig (leaf_module)", errors);
+  LeafModuleConfig leaf;
+  errors.step([&] { read_name_list(r, "classes", leaf.classes); });
+  errors.step([&] { read_name_list(r, "names", leaf.names); });
+  errors.step([&] { read_name_list(r, "name_suffixes", leaf.name_suffixes); });
+  return leaf;
+}
+
+json leaf_module_to_json(const LeafModuleConfig& leaf) {
+  json j = {{"classes", leaf.classes}};
+  if (!leaf.names.empty()) j["names"] = leaf.names;
+  if (!leaf.name_suffixes.empty()) j["name_suffixes"] = leaf.name_suffixes;
+  return j;
 }
 
 json offload_param_to_json(const OffloadParamConfig& p) {
@@ -444,6 +487,14 @@ void read_deprecated_keys(const ZeroReader& zr, Locator& locator, ZeroConfig& z)
   }
 }
 
+void read_leaf_module_block(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
+  errors.step([&] {
+    if (zr.b.object(zr.key("leaf_module"), Null::kMeansDefault)) {
+      z.leaf_module = read_leaf_module(zr.r.child(zr.key("leaf_module")), errors);
+    }
+  });
+}
+
 void read_offload_blocks(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
   errors.step([&] {
     if (zr.b.object(zr.key("offload_param"), Null::kMeansDefault)) {
@@ -509,6 +560,7 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   read_passthrough_keys(zr, z, errors);
   errors.step([&] { read_deprecated_keys(zr, locator, z); });
   read_offload_blocks(zr, z, errors);
+  read_leaf_module_block(zr, z, errors);
   resolve_as_the_engine_does(z);
   return z;
 }
@@ -594,6 +646,8 @@ json zero_optimization_to_json(const ZeroConfig& z) {
       j["mics_shard_size"] = z.mics_shard_size;
       if (z.mics_hierarchical_params_gather) j["mics_hierarchical_params_gather"] = true;
     }
+    // Only when it differs from DeepSpeed's default (and DeepSpeed before 0.18 has no such key).
+    if (!z.leaf_module.is_default()) j["leaf_module"] = leaf_module_to_json(z.leaf_module);
   }
   if (z.offload_param.device != OffloadDevice::kNone) {
     j["offload_param"] = offload_param_to_json(z.offload_param);

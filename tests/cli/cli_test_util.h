@@ -65,6 +65,13 @@ inline void expect_one_line_error(const RunResult& r, int code, const std::strin
   CHECK(r.err.find("terminate called") == std::string::npos);
 }
 
+// A one-GPU-batch bf16 ds_config whose zero_optimization block holds `zero` (JSON members).
+inline std::string ds_config(const std::string& zero) {
+  return R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+             "bf16": {"enabled": true}, "zero_optimization": {)" +
+         zero + "}}";
+}
+
 // A file in a fresh temporary directory with the given content; removed at scope end.
 struct TempFile {
   explicit TempFile(const std::string& content, const std::string& name = "input.json") {

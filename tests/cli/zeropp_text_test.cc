@@ -13,12 +13,6 @@ namespace {
 
 const char* const kSetupCommands[] = {"memory", "simulate"};
 
-std::string ds_config(const std::string& zero) {
-  return R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
-             "bf16": {"enabled": true}, "zero_optimization": {)" +
-         zero + "}}";
-}
-
 // The stock A100 profile with one 100 Gb/s NIC per node: ZeRO-3 is network-bound there, so the
 // planner's ZeRO++ and MiCS variants win and stay in a sweep.
 std::string thin_a100() {

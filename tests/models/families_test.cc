@@ -37,6 +37,18 @@ int64_t numel_of(const Model& m, const std::string& module) {
   return mod->numel();
 }
 
+// Parameters of the modules named `prefix` or under it (an MoE block's router, experts and
+// shared expert are modules of their own, as in transformers 4.x).
+int64_t numel_under(const Model& m, const std::string& prefix) {
+  int64_t n = 0;
+  for (const Layer& l : m.layers()) {
+    for (const Module& mod : l.modules) {
+      if (mod.name == prefix || mod.name.rfind(prefix + ".", 0) == 0) n += mod.numel();
+    }
+  }
+  return n;
+}
+
 TEST_CASE("new families: parameter counts exactly as published", "[models]") {
   // Each: zplan's count == the published total, and == the closed form from the shapes.
   SECTION("Mixtral-8x7B: 8 experts, top 2, untied") {
@@ -55,8 +67,9 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     Model m = load_model(data_path("Qwen1.5-MoE-A2.7B.json"));
     CHECK(m.num_params() == 14'315'784'192);
     const int64_t h = 2048;
-    CHECK(numel_of(m, "layers.0.mlp") ==
+    CHECK(numel_under(m, "layers.0.mlp") ==
           60 * h + 60 * 3 * h * 1408 + 3 * h * 5632 + h);  // router, experts, shared, its gate
+    CHECK(numel_of(m, "layers.0.mlp.experts.59.down_proj") == 1408 * h);
     CHECK(numel_of(m, "layers.0.self_attn.q_proj") == h * h + h);
     CHECK(m.active_params() == 2'689'173'504);  // less 24 * 56 unvisited experts
   }
@@ -78,8 +91,8 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(numel_of(m, "layers.0.self_attn.kv_b_proj") == 512 * 16 * (128 + 128));
     CHECK(numel_of(m, "layers.0.self_attn.o_proj") == 16 * 128 * h);
     CHECK(numel_of(m, "layers.0.mlp.down_proj") == 10944 * h);  // first_k_dense_replace: dense
-    CHECK(find_module(m, "layers.0.mlp") == nullptr);
-    CHECK(numel_of(m, "layers.1.mlp") == 64 * h + 64 * 3 * h * 1408 + 3 * h * 2 * 1408);
+    CHECK(find_module(m, "layers.0.mlp.gate") == nullptr);
+    CHECK(numel_under(m, "layers.1.mlp") == 64 * h + 64 * 3 * h * 1408 + 3 * h * 2 * 1408);
     CHECK_FALSE(m.layers()[1].moe_block);  // layers()[0] is the embedding
     CHECK(m.layers()[2].moe_block);
     // 26 MoE blocks, 58 of 64 experts unvisited by each token.
@@ -150,8 +163,18 @@ TEST_CASE("MoE: FLOPs count the routed experts a token visits, memory counts all
       2.0 * (2 * h * h + 2 * h * 1024) + 2.0 * 8 * h + 2.0 * 2 * 3 * h * f;
   const double attention = 4.0 * s * 32 * 128;
   CHECK(m.layer_forward_flops(1, s, 1) == Approx(s * (per_token_gemm + attention)));
-  // All experts are parameters of one gathered module (ZeRO-3 leaf): the MoE block.
-  CHECK(m.largest_module_params() == 8LL * 3 * h * f + 8 * h);
+  // Each expert's Linears are modules of their own (transformers 4.x), so DeepSpeed's
+  // largest_layer_params is the embedding (32000 x h), above one expert Linear (h x f).
+  CHECK(m.largest_module_params() == 32000LL * h);
+  // The loop over the experts: one GEMM per expert Linear, each over k / E of the tokens.
+  int expert_gemms = 0;
+  for (const ComputeOp& op : m.layers()[1].ops) {
+    if (op.kind == OpKind::kGemm && op.token_factor != 1) {
+      ++expert_gemms;
+      CHECK(op.token_factor == Approx(2.0 / 8));
+    }
+  }
+  CHECK(expert_gemms == 24);
   ActivationOptions o;
   LayerActivations a = m.layer_activations(1, 1024, 1, o);
   // Dense Mistral-7B's block: 2*T*(4h + 2A + 2G + 4f) + 4*a*T; the MoE block adds the router

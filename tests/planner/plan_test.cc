@@ -434,6 +434,22 @@ TEST_CASE("a mixture of experts at ZeRO-3 is planned as a leaf module, and the p
   CHECK(leaf_lines(std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", k) == 1);
   // Dense models need nothing of the kind.
   CHECK(leaf_lines("6.7b", k) == 0);
+  // DeepSeek-V2's DeepseekV2Moe is not among DeepSpeed's default leaf classes: the written file
+  // lists it, and the plan says so.
+  const Problem ds = problem(std::string(ZPLAN_SOURCE_DIR) + "/tests/models/data/DeepSeek-V2-Lite.json",
+                             "a100", 8, 1024);
+  PlanResult r = testing::run_plan_2t(ds, k);
+  REQUIRE(r.recommended);
+  const sim::DsConfig written =
+      to_ds_config(r.search.candidates[*r.recommended], base_config(ds, r.search.space.batch), ds);
+  CHECK(written.zero.leaf_module.classes.back() == "DeepseekV2Moe");
+  CHECK(sim::missing_moe_leaf_class(ds.model, written.zero).empty());
+  bool said = false;
+  for (const std::string& line : r.needs) {
+    said = said || line.find("the written file lists DeepseekV2Moe in "
+                             "zero_optimization.leaf_module.classes") != std::string::npos;
+  }
+  CHECK(said);
 }
 
 TEST_CASE("the HTML report is self-contained", "[planner]") {

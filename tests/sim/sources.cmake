@@ -4,6 +4,7 @@ list(APPEND ZPLAN_TEST_SOURCES
   sim/finetune_test.cc
   sim/knobs_test.cc
   sim/memory_model_test.cc
+  sim/moe_leaf_test.cc
   sim/optimizer_memory_test.cc
   sim/periodic_test.cc
   sim/sequence_parallel_test.cc

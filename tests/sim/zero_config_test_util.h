@@ -113,6 +113,7 @@ inline std::string difference(const DsConfig& a, const DsConfig& b) {
         zb.model_persistence_threshold);
     cmp("max_live_parameters", za.max_live_parameters, zb.max_live_parameters);
     cmp("max_reuse_distance", za.max_reuse_distance, zb.max_reuse_distance);
+    cmp("leaf_module", za.leaf_module, zb.leaf_module);
   }
   cmp("zero.other", za.other, zb.other);
   const OffloadParamConfig& pa = za.offload_param;

@@ -45,7 +45,8 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(c.other["activation_checkpointing"] == json{{"partitioned_activations", true}});
   CHECK(c.zero.other["zero_quantized_nontrainable_weights"] == false);
   CHECK(c.zero.other["stage3_module_granularity_threshold"] == -1);
-  CHECK(c.zero.other["leaf_module"] == json{{"classes", "Block"}});
+  CHECK_FALSE(c.zero.other.contains("leaf_module"));  // modelled: ZeroConfig::leaf_module
+  CHECK(c.zero.leaf_module.classes == std::vector<std::string>{"Block"});
   CHECK_FALSE(c.zero.other.contains("zeropp_loco_param"));
   CHECK(c.zero.other["offload_optimizer"] ==
         json{{"super_offload", false}, {"cpuadam_cores_perc", 0.5}});
@@ -53,6 +54,7 @@ TEST_CASE("keys zplan does not model are kept and written back", "[zero_config]"
   CHECK(written["optimizer"] == j["optimizer"]);
   CHECK(written["aio"]["thread_count"] == 2);
   CHECK(written["zero_optimization"]["offload_optimizer"]["super_offload"] == false);
+  CHECK(written["zero_optimization"]["leaf_module"] == json{{"classes", {"Block"}}});
   check_only_known_zero_keys(written);
 }
 
