@@ -21,11 +21,12 @@ const FrameworkSpec& fitted_framework() {
     // and Llama-3-70B on 32 H100 (deepcompile25, 0.16.6+) alone ~850-900 us; each is predicted
     // within 5 % with the other left out.
     f.stage3_fetch_s = 800e-6;
-    // [fitted, at its upper bound 1] the offload runs under the deepspeed launcher (mleng-h200: 8
-    // ranks, OMP_NUM_THREADS unset, 14 cores a rank) keep their fair share of the cores; 0.87
-    // before the stage-3 hook term, which DeepSpeed PR #7474's 1.3x from --bind_cores_to_rank
-    // agreed with in direction.
-    f.cpu_oversubscription_efficiency = 1.0;
+    // [fitted] what an oversubscribed rank keeps of its fair share of the cores: the offload runs
+    // under the deepspeed launcher with OMP_NUM_THREADS unset -- mleng-h200 (8 ranks, 14 cores a
+    // rank) and ds-corebind's unbound row (2 ranks, 64 cores a rank, 1.16x slower than with
+    // --bind_cores_to_rank; DeepSpeed PR #7474 measured 1.3x on the same kind of host). 1 before
+    // ds-corebind joined the set, 0.87 before the stage-3 hook term.
+    f.cpu_oversubscription_efficiency = 0.87;
     return f;
   }();
   return kFitted;
