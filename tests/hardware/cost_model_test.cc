@@ -367,13 +367,17 @@ TEST_CASE("host copies, NVMe and CPU Adam closed forms", "[hardware]") {
   CHECK(nvme_write_time_s(a100, 1e9, 8) == Approx(1e9 / (9e9 / 8)));
   CHECK(nvme_read_time_s(a100, 1e9, 0) == Approx(1e9 / 18e9));
 
-  // 1e9 params, 16 threads at 60 M/s = 0.96e9 /s; DRAM share 280 GB/s / 8 / 28 B = 1.25e9 /s:
-  // core-bound, 1.042 s.
-  CHECK(cpu_adam_time_s(a100, 1e9, 16, 8) == Approx(1e9 / 0.96e9));
-  // v100 node, 10 threads per rank, 8 ranks: 0.6e9 /s of cores, 100 GB/s / 8 / 28 B = 0.446e9 /s
-  // of DRAM: memory-bound, 2.24 s.
+  // 1e9 params, 16 threads at the AVX2 EPYC's 30 M/s = 0.48e9 /s; DRAM share 280 GB/s / 8 / 28 B
+  // = 1.25e9 /s: core-bound, 2.083 s.
+  CHECK(cpu_adam_time_s(a100, 1e9, 16, 8) == Approx(1e9 / 0.48e9));
+  // 64 threads: 1.92e9 /s of cores against the same 1.25e9 /s of DRAM: memory-bound, 0.8 s.
+  CHECK(cpu_adam_time_s(a100, 1e9, 64, 8) == Approx(1e9 / (280e9 / 8 / 28)));
+  // v100 node (Broadwell, AVX2), 10 threads per rank, 8 ranks: 0.3e9 /s of cores, 100 GB/s / 8 /
+  // 28 B = 0.446e9 /s of DRAM: core-bound, 3.33 s.
   const NodeSpec v100 = load_profile("v100").node;
-  CHECK(cpu_adam_time_s(v100, 1e9, 10, 8) == Approx(1e9 / (100e9 / 8 / 28)));
+  CHECK(cpu_adam_time_s(v100, 1e9, 10, 8) == Approx(1e9 / 0.3e9));
+  // An AVX-512 host's 60 M/s a core: the h100 node's 14 threads per rank of 8, 0.84e9 /s.
+  CHECK(cpu_adam_time_s(load_profile("h100").node, 1e9, 14, 8) == Approx(1e9 / 0.84e9));
   CHECK(cpu_adam_time_s(v100, 0, 10, 8) == 0);
 }
 
@@ -397,27 +401,27 @@ TEST_CASE("framework terms: host dispatch floor and step overhead, none on a cpu
 
 TEST_CASE("framework terms: oversubscribed CPU Adam and pageable copies sharing host DRAM",
           "[hardware]") {
-  Profile p = load_profile("a100");  // 128 cores, 280 GB/s, 60 M params/s per core
+  Profile p = load_profile("a100");  // 128 cores, 280 GB/s, 30 M params/s per core (AVX2)
   p.framework.cpu_oversubscription_efficiency = 0.5;
   // One rank per node: all cores, no oversubscription: as cpu_adam_time_s.
   CHECK(offload_cpu_adam_time_s(p, 1e9, 1) == Approx(cpu_adam_time_s(p.node, 1e9, 128, 1)));
-  // 8 ranks: 16 cores each at half: 8 x 60 M/s = 0.48e9 /s against 1.25e9 /s of DRAM.
-  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.48e9));
+  // 8 ranks: 16 cores each at half: 8 x 30 M/s = 0.24e9 /s against 1.25e9 /s of DRAM.
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.24e9));
   // Efficiency 1: the plain fair share, as cpu_adam_time_s.
   p.framework.cpu_oversubscription_efficiency = 1;
   CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(cpu_adam_time_s(p.node, 1e9, 16, 8)));
   CHECK(offload_cpu_adam_time_s(p, 0, 8) == 0);
   // OMP_NUM_THREADS (FrameworkSpec::omp_num_threads), at efficiency 0.5 for the oversubscribed
-  // case: torchrun's 1 gives each of 8 ranks one thread, 60 M params/s: 1e9 / 60e6 s.
+  // case: torchrun's 1 gives each of 8 ranks one thread, 30 M params/s: 1e9 / 30e6 s.
   p.framework.cpu_oversubscription_efficiency = 0.5;
   p.framework.omp_num_threads = 1;
-  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 60e6));
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 30e6));
   // --bind_cores_to_rank's 128 / 8 = 16: 16 threads, no oversubscription loss.
   p.framework.omp_num_threads = 16;
-  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / (16 * 60e6)));
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / (16 * 30e6)));
   // 64 threads x 8 ranks > 128 cores: oversubscribed again, the fair share at 0.5.
   p.framework.omp_num_threads = 64;
-  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.48e9));
+  CHECK(offload_cpu_adam_time_s(p, 1e9, 8) == Approx(1e9 / 0.24e9));
   p.framework.omp_num_threads = 0;
   p.framework.cpu_oversubscription_efficiency = 1;
   // Pageable: one rank alone at its 13.8 GB/s; 8 ranks at 280 / (3 x 8) = 11.7 GB/s each.
