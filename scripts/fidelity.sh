@@ -651,7 +651,7 @@ if markdown:
     if unfitted:
         out.append("- " + summary("Throughput without the sources not fitted to (%s)" % ", ".join(unfitted), thr_fitted))
     out.append("- " + summary("Memory", mem))
-    out.append("- " + summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another; ZeRO-2/3 over ZeRO-1)", ratios))
+    out.append("- " + summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another; ZeRO-2/3 over ZeRO-1; one launcher over another)", ratios))
     out.append("- Verdicts: %d of %d right%s" % (len(verdicts) - len(wrong), len(verdicts),
                "; wrong: " + ", ".join("%s (measured %s, zplan %s)" % (i, v[0], v[1]) for i, v in wrong) if wrong else ""))
     out.append("- %d cases, %d figures, %d sources" % (len(verdicts), len(thr) + len(mem), len(sources)))
@@ -690,7 +690,7 @@ else:
     if unfitted:
         out.append(summary("Throughput without the sources not fitted to (%s)" % ", ".join(unfitted), thr_fitted))
     out.append(summary("Memory", mem))
-    out.append(summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another; ZeRO-2/3 over ZeRO-1)", ratios))
+    out.append(summary("Ratios (ZeRO++ / MiCS over ZeRO-3; ZeRO-3 on one network over another; ZeRO-2/3 over ZeRO-1; one launcher over another)", ratios))
     out.append("Verdicts: %d of %d right" % (len(verdicts) - len(wrong), len(verdicts)))
     for i, v in wrong:
         out.append("  wrong: %s (measured %s, zplan %s)" % (i, v[0], v[1]))
