@@ -2,6 +2,8 @@
 // (deepspeedai/DeepSpeed) and transformers' integrations/deepspeed.py, cited where used.
 #include "planner/launch.h"
 
+#include <algorithm>
+
 #include "base/text.h"
 
 namespace zplan::planner {
@@ -24,6 +26,46 @@ std::string deepspeed_launcher(const hardware::Cluster& cl) {
 
 bool offloads_optimizer(const sim::DsConfig& c) {
   return c.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+}
+
+// How many threads each rank's DeepSpeedCPUAdam runs, which the launcher decides
+// (docs/cost_model.md, "CPU Adam threads under oversubscription"): what the prediction assumed,
+// and how to launch so that each rank gets its share of the cores.
+std::string cpu_adam_threads_line(const hardware::Cluster& cl) {
+  const hardware::FrameworkSpec& f = cl.profile.framework;
+  const int ranks = std::max(1, cl.gpus_per_node());
+  const int share = std::max(1, cl.profile.node.cpu_cores / ranks);
+  std::string line = "CPU Adam threads: ";
+  if (f.omp_num_threads > 0) {
+    line += strformat(
+        "the prediction assumes OMP_NUM_THREADS=%d in every rank (the profile's "
+        "framework.omp_num_threads)",
+        f.omp_num_threads);
+  } else if (ranks > 1) {
+    // deepspeed/launcher/launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank
+    // (cores / ranks, and numactl -C over those cores).
+    line += strformat(
+        "the prediction assumes the deepspeed launcher above, which leaves OMP_NUM_THREADS "
+        "unset: each of the node's %d ranks runs DeepSpeedCPUAdam on a pool of every core, "
+        "and zplan keeps %.2f of its fair share of %d cores "
+        "(framework.cpu_oversubscription_efficiency)",
+        ranks, f.cpu_oversubscription_efficiency, share);
+  } else {
+    line += strformat("the prediction gives the node's one rank all %d cores", share);
+  }
+  if (ranks > 1) {
+    // --bind_cores_to_rank: launch.py's numactl binding; torch/distributed/run.py sets
+    // OMP_NUM_THREADS=1 for more than one process per node when it is unset (accelerate launch
+    // runs it).
+    line += strformat(
+        "; deepspeed --bind_cores_to_rank gives each rank its own %d cores with "
+        "OMP_NUM_THREADS=%d, its CPU Adam at the whole share (%.2fx; a CPU-Adam-bound "
+        "ZeRO-Offload step on a DGX A100 ran 1.16x faster so, docs/fidelity.md); accelerate "
+        "launch and torchrun set OMP_NUM_THREADS=1 when it is unset -- export "
+        "OMP_NUM_THREADS=%d before them, or each rank's CPU Adam runs on one thread",
+        share, share, 1 / std::max(0.01, f.cpu_oversubscription_efficiency), share);
+  }
+  return line;
 }
 
 }  // namespace
@@ -176,6 +218,7 @@ std::vector<std::string> launch_lines(const Problem& problem, const sim::DsConfi
     opt += "; an optimizer the script passes to deepspeed.initialize replaces it";
   }
   out.push_back(opt);
+  if (offload) out.push_back(cpu_adam_threads_line(problem.cluster));
   return out;
 }
 

@@ -462,5 +462,44 @@ TEST_CASE("the issue's NVMe cases get swap buffers that hold the largest slice",
   }
 }
 
+TEST_CASE("an offload plan says how many threads each rank's CPU Adam gets and how to launch it",
+          "[planner]") {
+  // The launcher decides DeepSpeedCPUAdam's OpenMP pool (docs/cost_model.md, "CPU Adam threads
+  // under oversubscription"): the line names what the prediction assumed and the share of cores
+  // --bind_cores_to_rank or OMP_NUM_THREADS gives each rank. a100: 128 cores, 8 ranks.
+  Problem p = problem("1.3b", "a100", 8);
+  const SearchSpace space = resolve_search_space(p, KnobRequest{}, {});
+  sim::DsConfig c = base_config(p, space.batch);
+  auto thread_line = [&](const sim::DsConfig& config) {
+    std::string found;
+    for (const std::string& l : launch_lines(p, config, "ds.json", DsConfigFormat::kDeepSpeed)) {
+      if (l.rfind("CPU Adam threads: ", 0) == 0) found = l;
+    }
+    return found;
+  };
+  c.zero.stage = 2;
+  CHECK(thread_line(c).empty());  // nothing on the CPU
+  c.zero.offload_optimizer.device = sim::OffloadDevice::kCpu;
+  std::string l = thread_line(c);
+  INFO(l);
+  CHECK(l.find("leaves OMP_NUM_THREADS unset") != std::string::npos);
+  CHECK(l.find("keeps 0.79 of its fair share of 16 cores") != std::string::npos);
+  CHECK(l.find("--bind_cores_to_rank gives each rank its own 16 cores") != std::string::npos);
+  CHECK(l.find("(1.27x;") != std::string::npos);
+  CHECK(l.find("export OMP_NUM_THREADS=16") != std::string::npos);
+  // A profile that sets the launch (torchrun's 1) is what the prediction assumed instead.
+  p.cluster.profile.framework.omp_num_threads = 1;
+  l = thread_line(c);
+  CHECK(l.find("assumes OMP_NUM_THREADS=1 in every rank") != std::string::npos);
+  // One rank has every core and nothing to share.
+  Problem one = problem("1.3b", "a100", 1);
+  const std::vector<std::string> lines =
+      launch_lines(one, c, "ds.json", DsConfigFormat::kDeepSpeed);
+  CHECK(std::any_of(lines.begin(), lines.end(), [](const std::string& s) {
+    return s.find("gives the node's one rank all 128 cores") != std::string::npos &&
+           s.find("bind_cores_to_rank") == std::string::npos;
+  }));
+}
+
 }  // namespace
 }  // namespace zplan::planner
