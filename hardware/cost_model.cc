@@ -501,6 +501,10 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
   return bytes / std::min(host_copy_rate(node, solo, ranks_per_node), dram);
 }
 
+int cpu_core_share(const NodeSpec& node, int ranks_per_node) {
+  return std::max(1, node.cpu_cores / std::max(1, ranks_per_node));
+}
+
 double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,
                                double bytes_per_param) {
   if (!(params > 0)) return 0;
@@ -511,7 +515,7 @@ double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_
   // set higher: the fair share (at least one core), at what oversubscribed OpenMP pools keep of
   // it.
   const int omp = profile.framework.omp_num_threads;
-  double threads = std::max(1, node.cpu_cores / ranks);
+  double threads = cpu_core_share(node, ranks);
   if (omp > 0 && static_cast<int64_t>(omp) * ranks <= node.cpu_cores) {
     threads = omp;
   } else if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {

@@ -111,6 +111,10 @@ double stage3_hook_s(const Profile& profile, double uses);
 // (3 * ranks)).
 double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int ranks_per_node);
 
+// A rank's fair share of the node's cores when `ranks_per_node` ranks share them (at least one):
+// what --bind_cores_to_rank gives each rank (deepspeed/launcher/launch.py: cores / ranks).
+int cpu_core_share(const NodeSpec& node, int ranks_per_node);
+
 // DeepSpeedCPUAdam over `params` fp32 parameters by one of `ranks_per_node` ranks that all step
 // at once: cpu_adam_time_s with the rank's fair share of the cores (cores / ranks, as
 // step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more

@@ -126,6 +126,10 @@ struct ModelShape {
   double final_logit_softcapping = 0;
 
   bool moe() const { return experts > 0; }
+  // moe_block_class without its module path ("MixtralSparseMoeBlock"): __class__.__name__.
+  std::string moe_block_class_name() const {
+    return moe_block_class.substr(moe_block_class.rfind('.') + 1);
+  }
   bool mla() const { return kv_lora_rank > 0; }
   // Eager (non-fused) attention softmaxes in fp32 and casts back: Hugging Face's
   // eager_attention_forward of the Llama family (softmax(..., dtype=torch.float32).to(dtype)).

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/text.h"
+#include "hardware/cost_model.h"
 
 namespace zplan::planner {
 
@@ -34,7 +35,7 @@ bool offloads_optimizer(const sim::DsConfig& c) {
 std::string cpu_adam_threads_line(const hardware::Cluster& cl) {
   const hardware::FrameworkSpec& f = cl.profile.framework;
   const int ranks = std::max(1, cl.gpus_per_node());
-  const int share = std::max(1, cl.profile.node.cpu_cores / ranks);
+  const int share = hardware::cpu_core_share(cl.profile.node, ranks);
   std::string line = "CPU Adam threads: ";
   if (f.omp_num_threads > 0) {
     line += strformat(

@@ -229,8 +229,7 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
     // models.md "Mixture of experts"; DeepSpeed 0.19 deepspeed/utils/z3_leaf_module.py and
     // zero/leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES, applied by engine.py
     // _configure_distributed_model before the ZeRO-3 hooks are installed.
-    const std::string& qualified = problem.model.shape().moe_block_class;
-    const std::string cls = qualified.substr(qualified.rfind('.') + 1);
+    const std::string cls = problem.model.shape().moe_block_class_name();
     // Not a leaf under DeepSpeed's defaults: the written file lists it (to_ds_config).
     sim::ZeroConfig defaults;
     defaults.stage = 3;

@@ -41,9 +41,10 @@ bool moe_block_is_leaf(const models::ModelShape& shape, int64_t block,
                        const LeafModuleConfig& leaf) {
   if (!shape.moe()) return false;
   // _do_set_z3_leaf_modules: a class entry matches __class__.__name__ or module.qualname.
-  const std::string& qualified = shape.moe_block_class;
-  const std::string short_name = qualified.substr(qualified.rfind('.') + 1);
-  if (contains(leaf.classes, qualified) || contains(leaf.classes, short_name)) return true;
+  if (contains(leaf.classes, shape.moe_block_class) ||
+      contains(leaf.classes, shape.moe_block_class_name())) {
+    return true;
+  }
   // set_z3_leaf_modules_by_name / _by_suffix over model.named_modules() of a *ForCausalLM.
   const std::string name = "model.layers." + std::to_string(block) + "." + shape.moe_block_name;
   if (contains(leaf.names, name)) return true;
@@ -62,8 +63,7 @@ std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig&
   for (const models::Layer& layer : model.layers()) {
     if (layer.kind != models::LayerKind::kBlock) continue;
     if (layer.moe_block && !moe_block_is_leaf(model.shape(), block, zero.leaf_module)) {
-      const std::string& qualified = model.shape().moe_block_class;
-      return qualified.substr(qualified.rfind('.') + 1);
+      return model.shape().moe_block_class_name();
     }
     ++block;
   }
