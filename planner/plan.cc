@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "base/text.h"
 #include "base/input_error.h"
@@ -551,6 +552,18 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
     } else {
       other_misses.push_back(i);
     }
+  }
+  // Among those that fit, the fastest family of each other stage first ("why not ZeRO-2?" is
+  // what a user asks at scale, where stage 2's gradient all-reduce is what loses), then the
+  // winner's own stage's other families (offload variants, often "as fast"), each in rank order.
+  {
+    std::set<int> stages_seen = {crec.stage()};
+    std::vector<size_t> first_of_stage, rest;
+    for (size_t i : fitting) {
+      (stages_seen.insert(s.candidates[i].stage()).second ? first_of_stage : rest).push_back(i);
+    }
+    fitting = first_of_stage;
+    fitting.insert(fitting.end(), rest.begin(), rest.end());
   }
   for (size_t k = 0; k < fitting.size() && k < kMaxFittingAlternatives; ++k) add(fitting[k]);
   // Misses, highest stage first among the least offloading: "why not simply ZeRO-3?"

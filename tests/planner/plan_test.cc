@@ -4,6 +4,7 @@
 #include "planner/plan.h"
 
 #include <cstring>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -379,6 +380,35 @@ TEST_CASE("min_gpus_to_fit finds the smallest whole-node count", "[planner]") {
   CHECK(g->gpus == 16);
   CHECK(g->nodes == 2);
   CHECK(g->how.offload_level() == 0);
+}
+
+TEST_CASE("at scale the alternatives answer 'why not a lower stage?' before offload variants",
+          "[planner]") {
+  // Llama-2-13B on 32 nodes of H100 at one sample a GPU: ZeRO-3 (with MiCS) wins, its offload
+  // variants are as fast and crowd the table, and ZeRO-1 and ZeRO-2 fit but lose to their
+  // gradient all-reduce. Each stage that has a fitting config is one of the alternatives.
+  Problem p = problem("llama2-13b", "h100", 256, 4096);
+  PlanOptions o;
+  o.eval.threads = 2;
+  BatchRequest b;
+  b.global_batch = 256;
+  PlanResult r = plan(p, knobs({{Knob::kMicroBatch, "1"}}), b, o);
+  REQUIRE(r.recommended);
+  const SearchResult& s = r.search;
+  const int rec_stage = s.candidates[*r.recommended].stage();
+  CHECK(rec_stage == 3);
+  std::set<int> fitting_stages, listed_stages;
+  for (size_t i : s.order) {
+    if (s.evals[i].fits() && s.candidates[i].stage() != rec_stage) {
+      fitting_stages.insert(s.candidates[i].stage());
+    }
+  }
+  for (const Alternative& a : r.alternatives) listed_stages.insert(s.candidates[a.index].stage());
+  CHECK(fitting_stages.count(2) == 1);
+  for (int stage : fitting_stages) {
+    INFO("stage " << stage << " fits but is not among the alternatives");
+    CHECK(listed_stages.count(stage) == 1);
+  }
 }
 
 TEST_CASE("the explanation lines name what binds", "[planner]") {
