@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <system_error>
 
@@ -77,6 +78,29 @@ std::string checked_target(const std::string& path, bool overwrite, std::string*
 bool path_exists(const std::string& path) {
   struct stat st;
   return lstat(path.c_str(), &st) == 0;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code e;
+  if (std::filesystem::equivalent(a, b, e) && !e) return true;
+  std::error_code ea, eb;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea);
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(b, eb);
+  if (ea || eb) return a == b;
+  return pa == pb;
+}
+
+void check_output_not_input(const std::string& flag, const std::string& out,
+                            const std::vector<std::pair<std::string, std::string>>& inputs) {
+  if (out.empty()) return;
+  for (const auto& [in_flag, in_path] : inputs) {
+    struct stat st;
+    if (in_path.empty() || stat(in_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (same_file(out, in_path)) {
+      throw InputError(flag, out + " is also " + in_flag +
+                                 ", a file this command reads; write the output elsewhere");
+    }
+  }
 }
 
 void check_output_file(const std::string& path, bool overwrite) {

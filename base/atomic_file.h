@@ -10,6 +10,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace zplan {
 
@@ -28,6 +30,16 @@ void check_output_file(const std::string& path, bool overwrite);
 
 // True iff something exists at `path` (file, directory or link).
 bool path_exists(const std::string& path);
+
+// Whether two paths name the same file: the same file on disk when both exist (through links,
+// hard links included), else the same path once ".", ".." and links are resolved.
+bool same_file(const std::string& a, const std::string& b);
+
+// Throws InputError naming `flag` when `out`, an output path, names a file the command reads:
+// one of `inputs` ({flag, path}; empty paths and paths that name no file are skipped). An output
+// never replaces an input, --force or not.
+void check_output_not_input(const std::string& flag, const std::string& out,
+                            const std::vector<std::pair<std::string, std::string>>& inputs);
 
 }  // namespace zplan
 

@@ -74,6 +74,7 @@ int calibrate_on_this_rank(CalibrateCliOptions o) {
   o.run.probe.fake_delay_s = o.fake_delay_ms / 1000;
   // Refuse to measure for minutes only to find the output cannot be written.
   if (!o.run.out.empty()) check_output_file(o.run.out, o.force);
+  check_output_not_input("--out", o.run.out, {{"--base", o.run.base}});
   std::unique_ptr<kernels::Comm> group = calibrate::make_process_comm();
   calibrate::InterruptGuard guard;  // temporary files go away on SIGINT / SIGTERM / SIGHUP
   calibrate::Progress progress(group->rank() == 0 ? &std::cerr : nullptr);

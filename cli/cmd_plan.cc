@@ -193,6 +193,8 @@ int run_plan(const PlanCliOptions& o) {
   planner::resolve_search_space(rs.problem, rs.knobs, rs.batch);
   check_output_file(o.out, o.search.force);
   if (!o.search.report.empty()) check_output_file(o.search.report, o.search.force);
+  check_output_not_input("--out", o.out, setup_inputs(o.search.setup));
+  check_output_not_input("--report", o.search.report, setup_inputs(o.search.setup));
   if (!o.search.report.empty() && same_file(o.out, o.search.report)) {
     throw InputError("--report", o.search.report + " is also --out, where the ds_config goes");
   }

@@ -201,6 +201,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
 
 int run_simulate(const SimulateCliOptions& o) {
   if (!o.trace.empty()) check_output_file(o.trace, o.force);
+  check_output_not_input("--trace", o.trace, setup_inputs(o.setup));
   Setup s = resolve_setup(o.setup);
   print_notes(s.notes);
   sim::SimulateOptions so;

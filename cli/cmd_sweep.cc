@@ -179,6 +179,7 @@ int run_sweep(const SweepCliOptions& o) {
   if (o.top < 0)
     throw InputError("--top", "must be 0 (every row) or more, got " + std::to_string(o.top));
   if (!o.search.report.empty()) check_output_file(o.search.report, o.search.force);
+  check_output_not_input("--report", o.search.report, setup_inputs(o.search.setup));
   ResolvedSearch rs = resolve_search(o.search);
   if (rs.autotp_sizes.size() > 1) {
     throw InputError("--autotp", "sweep takes one AutoTP size; plan compares several");

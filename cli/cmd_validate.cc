@@ -95,6 +95,7 @@ int run_validate(ValidateCliOptions o) {
     throw InputError("--max-error", "must be a percentage >= 0");
   }
   if (!o.trace.empty()) check_output_file(o.trace, o.force);
+  check_output_not_input("--trace", o.trace, setup_inputs(o.setup));
   // Bad input is reported here, once, before any rank starts.
   if (!(o.comm_timeout_s > 0)) {
     throw InputError("--comm-timeout", "must be more than 0 seconds");

@@ -84,6 +84,10 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
       ->capture_default_str();
 }
 
+std::vector<std::pair<std::string, std::string>> setup_inputs(const SetupOptions& o) {
+  return {{"--model", o.model}, {"--hw", o.hw}, {"--ds-config", o.ds_config}};
+}
+
 bool any_zero_flag(const SetupOptions& o) {
   return o.stage || !o.offload_optimizer.empty() || !o.offload_param.empty() ||
          o.reduce_bucket_size || o.allgather_bucket_size || o.prefetch_bucket_size ||

@@ -76,6 +76,10 @@ void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
 // True iff any ZeRO flag (--stage, --offload-*, bucket sizes, ...) was given.
 bool any_zero_flag(const SetupOptions& options);
 
+// The files a setup reads, as {flag, path}: --model, --hw and --ds-config (a preset name that
+// names no file is skipped by check_output_not_input).
+std::vector<std::pair<std::string, std::string>> setup_inputs(const SetupOptions& options);
+
 struct Setup {
   models::Model model;  // the whole model (what the output describes)
   hardware::Cluster cluster;

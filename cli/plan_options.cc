@@ -1,7 +1,6 @@
 #include "cli/plan_options.h"
 
 #include <cstdio>
-#include <filesystem>
 
 #include <unistd.h>
 
@@ -154,14 +153,6 @@ std::function<void(size_t, size_t)> progress_bar() {
     std::fprintf(stderr, "\rzplan: evaluating [%s] %zu/%zu configs", bar.c_str(), done, total);
     std::fflush(stderr);
   };
-}
-
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ea, eb;
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea);
-  const std::filesystem::path pb = std::filesystem::weakly_canonical(b, eb);
-  if (ea || eb) return a == b;
-  return pa == pb;
 }
 
 std::string describe_search_batch(const planner::Problem& p, const planner::SearchResult& s) {

@@ -61,9 +61,6 @@ ResolvedSearch resolve_search(const SearchCliOptions& options);
 // A progress bar on stderr when stderr is a terminal, else an empty function (quiet).
 std::function<void(size_t done, size_t total)> progress_bar();
 
-// Whether two paths name the same file (existing or not), after resolving "." and "..".
-bool same_file(const std::string& a, const std::string& b);
-
 // "bf16, seq 2048, global batch 1024 samples (2.10 M tokens, default (about 2M tokens)) = 128
 // per GPU"
 std::string describe_search_batch(const planner::Problem& problem,

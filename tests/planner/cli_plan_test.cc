@@ -212,6 +212,32 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
                                   " --report " + dir.file("./ds_config.json")),
                         1, "is also --out");
   CHECK(slurp(existing) == "{}\n");
+  // No output replaces a file the command reads, --force or not: a trace over the ds_config
+  // (also through a link or a hard link), a plan over the hardware profile or the model file.
+  const std::string ds = dir.file("in.json");
+  const std::string ds_text = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2}}\n";
+  write_file_atomically(ds, ds_text, false);
+  REQUIRE(symlink(ds.c_str(), dir.file("link.json").c_str()) == 0);
+  REQUIRE(link(ds.c_str(), dir.file("hard.json").c_str()) == 0);
+  for (const char* name : {"in.json", "link.json", "hard.json"}) {
+    expect_one_line_error(run_zplan("simulate --model 1.3b --gpus 8 --hw a100 --ds-config " + ds +
+                                    " --force --trace " + dir.file(name)),
+                          1, "--trace: " + dir.file(name) + " is also --ds-config");
+  }
+  CHECK(slurp(ds) == ds_text);
+  const std::string hw = dir.file("hw.json");
+  write_file_atomically(hw, slurp(std::string(ZPLAN_SOURCE_DIR) + "/hardware/a100.json"), false);
+  const std::string hw_text = slurp(hw);
+  expect_one_line_error(run_zplan("--model 1.3b --gpus 8 --force --hw " + hw + " --out " + hw), 1,
+                        "--out: " + hw + " is also --hw");
+  const std::string model = dir.file("model.json");
+  write_file_atomically(model, slurp(std::string(ZPLAN_SOURCE_DIR) + "/tests/fidelity/models/ds-bf16mw-6.9b.json"), false);
+  const std::string model_text = slurp(model);
+  expect_one_line_error(run_zplan("--model " + model + " --gpus 8 --hw a100 --force --out " +
+                                  existing + " --report " + model),
+                        1, "--report: " + model + " is also --model");
+  CHECK(slurp(hw) == hw_text);
+  CHECK(slurp(model) == model_text);
 }
 
 TEST_CASE("zplan sweep: the same CSV with 1 and 2 threads, Pareto front marked", "[planner][cli]") {
