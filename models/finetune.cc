@@ -53,13 +53,15 @@ Role role_of(const std::string& op_name) {
   if (last == "kv_b_proj") return Role::kKvLatent;
   if (last == "o_proj" || last == "out_proj" || last == "dense") return Role::kOut;
   if (last == "c_proj") return parent == "attn" ? Role::kOut : Role::kDown;
-  if (last == "gate_proj") return Role::kGate;
-  if (last == "up_proj" || last == "c_fc" || last == "fc1" || last == "fc_in" ||
+  // Mixtral's experts (MixtralBlockSparseTop2MLP): w1 the gate, w3 the up, w2 the down
+  // projection.
+  if (last == "gate_proj" || last == "w1") return Role::kGate;
+  if (last == "up_proj" || last == "w3" || last == "c_fc" || last == "fc1" || last == "fc_in" ||
       last == "dense_h_to_4h") {
     return Role::kUp;
   }
   if (last == "gate_up_proj") return Role::kGateUp;
-  if (last == "down_proj" || last == "fc2" || last == "fc_out" || last == "dense_4h_to_h") {
+  if (last == "down_proj" || last == "w2" || last == "fc2" || last == "fc_out" || last == "dense_4h_to_h") {
     return Role::kDown;
   }
   return Role::kRouter;  // gate, shared_expert_gate: the only other linears of a block
@@ -92,7 +94,8 @@ bool generic_match(const std::string& target, Role r) {
 bool target_matches(const std::string& target, const std::string& op_name) {
   if (target == "all-linear") return true;
   if (target == last_component(op_name)) return true;
-  // Expert GEMMs are named <block>.mlp.experts.<e>.gate_proj, one op per expert.
+  // Expert GEMMs are named <block>.mlp.experts.<e>.gate_proj (Mixtral's
+  // <block>.block_sparse_moe.experts.<e>.w1), one op per expert.
   return generic_match(target, role_of(op_name));
 }
 

@@ -520,8 +520,9 @@ class TransformerBuilder {
 
   // The sparse MoE block as Hugging Face transformers 4.x builds it (MixtralSparseMoeBlock,
   // Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, DeepseekV2Moe): the router Linear(h, E), and
-  // per expert an nn.Module of three Linears (Mixtral's w1, w3, w2 are gate_proj, up_proj,
-  // down_proj here), and the shared expert's; no biases. Each Linear is a module of its own
+  // per expert an nn.Module of three Linears (gate_proj, up_proj, down_proj; Mixtral's
+  // MixtralBlockSparseTop2MLP names them w1, w3, w2, and the block block_sparse_moe, as PEFT's
+  // target_modules and leaf_module's names see them), and the shared expert's; no biases. Each Linear is a module of its own
   // (ZeRO-3 gathers it alone) unless ZeRO-3 treats the block as a leaf, which gathers them all
   // at once: Module::moe_block marks them (sim/zero_sizes.cc, docs/models.md "Mixture of
   // experts").
@@ -533,7 +534,11 @@ class TransformerBuilder {
   // experts_per_token / experts of the tokens (load imbalance is not modelled).
   void experts(LayerBuilder& b, const std::string& p) {
     const int64_t h = s_.hidden, fe = s_.expert_ffn, fs = s_.shared_expert_ffn;
-    const std::string m = p + "mlp";
+    const std::string m = p + s_.moe_block_name;
+    const bool mixtral = s_.moe_block_class_name() == "MixtralSparseMoeBlock";
+    const std::string gate_name = mixtral ? "w1" : "gate_proj";
+    const std::string up_name = mixtral ? "w3" : "up_proj";
+    const std::string down_name = mixtral ? "w2" : "down_proj";
     const double k = static_cast<double>(s_.experts_per_token);
     const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
     const double rows = k / static_cast<double>(s_.experts);  // an expert's rows per token
@@ -549,18 +554,18 @@ class TransformerBuilder {
     b.memory_op("router_topk", 6.0 * static_cast<double>(s_.experts) + 12.0 * k + 2.0 * hd);
     for (int64_t e = 0; e < s_.experts; ++e) {
       const std::string x = m + ".experts." + std::to_string(e) + ".";
-      const int gate = add(x + "gate_proj", fe * h);
-      const int up = add(x + "up_proj", fe * h);
-      const int down = add(x + "down_proj", h * fe);
+      const int gate = add(x + gate_name, fe * h);
+      const int up = add(x + up_name, fe * h);
+      const int down = add(x + down_name, h * fe);
       // torch.where over its row of the int64 mask (8 bytes per routed slot), then the gather
       // of its tokens' hidden states (read and write h each).
       b.memory_op(x + "route", 8.0 * k);
       b.memory_op(x + "dispatch", 4.0 * hd * rows);
-      expert_gemm(b, x + "gate_proj", fe, h, gate, rows);
+      expert_gemm(b, x + gate_name, fe, h, gate, rows);
       b.memory_op(x + "silu", 4.0 * fed * rows);
-      expert_gemm(b, x + "up_proj", fe, h, up, rows);
+      expert_gemm(b, x + up_name, fe, h, up, rows);
       b.memory_op(x + "gate_mul", 6.0 * fed * rows);
-      expert_gemm(b, x + "down_proj", h, fe, down, rows);
+      expert_gemm(b, x + down_name, h, fe, down, rows);
       // The routing weight's multiply (read and write h) and index_add_ into the output (read
       // the row and the output row, write it): 10h per row.
       b.memory_op(x + "combine", 10.0 * hd * rows);

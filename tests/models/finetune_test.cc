@@ -72,6 +72,14 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   // 8 experts * 8*(14336+4096) = 1,179,648 per layer, x 32 = 37,748,736.
   const Model mixtral = lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "down_proj");
   CHECK(mixtral.trainable_params() == 37'748'736);
+  // The same experts by Mixtral's own names, as PEFT users target them: w2 is the down
+  // projection, w1 and w3 the gate and up (each 4096 -> 14336, the same r*(in+out)).
+  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w2").trainable_params() == 37'748'736);
+  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w1,w2,w3").trainable_params() ==
+        3 * 37'748'736);
+  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w1,w2,w3").trainable_params() ==
+        lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "gate_proj,up_proj,down_proj")
+            .trainable_params());
   // DeepSeek-V2-Lite (no q_lora_rank): k_proj selects kv_a_proj_with_mqa (h -> kv_lora + rope)
   // and kv_b_proj (kv_lora -> heads*(nope + v)).
   const Model ds = load_model(data_path("DeepSeek-V2-Lite.json"));

@@ -92,7 +92,7 @@ TEST_CASE("which MoE blocks DeepSpeed 0.19 makes ZeRO-3 leaves", "[sim]") {
   CHECK_FALSE(moe_block_is_leaf(models::load_model("llama3-8b").shape(), 0, LeafModuleConfig{}));
 }
 
-TEST_CASE("a leaf MoE block is one stage-3 gather; otherwise each expert Linear is one",
+TEST_CASE("a leaf MoE block is one stage-3 gather, otherwise each expert Linear is one",
           "[sim]") {
   const models::Model model = mixtral();
   const int64_t h = 4096, f = 14336;
@@ -105,7 +105,7 @@ TEST_CASE("a leaf MoE block is one stage-3 gather; otherwise each expert Linear 
   const models::Layer& block = model.layers()[1];
   int router = -1;
   for (size_t i = 0; i < block.modules.size(); ++i) {
-    if (block.modules[i].name == "layers.0.mlp.gate") router = static_cast<int>(i);
+    if (block.modules[i].name == "layers.0.block_sparse_moe.gate") router = static_cast<int>(i);
   }
   REQUIRE(router >= 0);
   double leaf_total = 0, each_total = 0;
