@@ -219,7 +219,7 @@ TEST_CASE("malformed or invalid ds_config files name the file and the field (exi
   }
 }
 
-TEST_CASE("a sequence past a learned position table is refused; rotary models take any", "[cli]") {
+TEST_CASE("a sequence past a learned position table is refused, rotary models take any", "[cli]") {
   for (const char* cmd : kSetupCommands) {
     INFO(cmd);
     // GPT-3 1.3B's table has 2048 rows: token 2049 has no embedding in transformers.

@@ -11,7 +11,7 @@ namespace {
 using testing::knobs;
 using testing::problem;
 
-TEST_CASE("plan with LoRA fits llama3-8b on one 80 GB GPU without offload; full FT cannot",
+TEST_CASE("plan with LoRA fits llama3-8b on one 80 GB GPU without offload, full FT cannot",
           "[planner]") {
   Problem full = problem("llama3-8b", "a100", 1, 2048);
   Problem lora = full;

@@ -123,7 +123,7 @@ double bytes_of(const StepGraph& g, TaskKind kind) {
   return bytes;
 }
 
-TEST_CASE("gradients of the adapters are reduced; stage 3 still gathers every weight", "[sim]") {
+TEST_CASE("gradients of the adapters are reduced, stage 3 still gathers every weight", "[sim]") {
   const hardware::Cluster cluster = hardware::make_cluster(hardware::load_profile("a100"), 8, 1);
   const models::Model full = models::load_model("llama3-8b");
   const models::Model qv = lora_8b();

@@ -138,7 +138,7 @@ TEST_CASE("contention settles into a period whatever the ratio of the layer's pa
   }
 }
 
-TEST_CASE("copies that fall further behind every layer never settle; results stay exact",
+TEST_CASE("copies that fall further behind every layer never settle, results stay exact",
           "[engine][periodic]") {
   // Two 2.3 ms copies per 1 ms layer: the copy engine's backlog grows each layer, so no state
   // repeats and nothing may be skipped.
@@ -148,7 +148,7 @@ TEST_CASE("copies that fall further behind every layer never settle; results sta
   CHECK(run_both(g).skipped_tasks == 0);
 }
 
-TEST_CASE("a layer that differs splits the region; results stay exact", "[engine][periodic]") {
+TEST_CASE("a layer that differs splits the region, results stay exact", "[engine][periodic]") {
   StepGraph g = layered_graph(40, LayerSpec{}, /*odd_layer=*/20);
   REQUIRE(g.periodic_regions().size() >= 1);
   for (const PeriodicRegion& r : g.periodic_regions()) {

@@ -445,7 +445,7 @@ TEST_CASE("reusing identical graphs changes no figure", "[simulate]") {
   CHECK(reusing.simulated + reusing.reused == plain.simulated);
 }
 
-TEST_CASE("the simulated peak includes allocator fragmentation; fitting needs both views",
+TEST_CASE("the simulated peak includes allocator fragmentation, fitting needs both views",
           "[simulate]") {
   // README's worked example: 20B, ZeRO-3, micro-batch 2 on 8 A100-80GB. The analytic bound
   // (86.1 GiB) does not fit; neither may simulate_step say it does.
@@ -513,7 +513,7 @@ TEST_CASE("the critical path accounts for the whole step", "[simulate]") {
   CHECK_FALSE(r.bottleneck().empty());
 }
 
-TEST_CASE("steady memory equals the analytic model; the simulated peak only adds transients",
+TEST_CASE("steady memory equals the analytic model, the simulated peak only adds transients",
           "[simulate][memory]") {
   struct Case {
     const char* model;

@@ -113,7 +113,7 @@ TEST_CASE("cpu_checkpointing copies each checkpoint out in forward and back befo
   CHECK(h2d == kept);
 }
 
-TEST_CASE("fused causal attention executes half the s^2 products; eager all, plus softmax",
+TEST_CASE("fused causal attention executes half the s^2 products, eager all, plus softmax",
           "[sim]") {
   const models::Model model = models::load_model("llama3-8b");
   const hardware::Profile prof = hardware::load_profile("a100");

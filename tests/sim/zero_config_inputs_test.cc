@@ -108,7 +108,7 @@ TEST_CASE("the trial's typed files are read as DeepSpeed reads them (defect 13)"
   CHECK(h.zero.mics_hierarchical_params_gather);
 }
 
-TEST_CASE("plain-dict blocks keep JSON types; activation flags are tested as Python does",
+TEST_CASE("plain-dict blocks keep JSON types, activation flags are tested as Python does",
           "[zero_config][inputs]") {
   std::vector<std::string> notes;
   ParseContext context = context8();

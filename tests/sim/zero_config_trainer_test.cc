@@ -20,7 +20,7 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 using namespace testing;
 
-TEST_CASE("\"auto\" in zero_optimization is filled as the Hugging Face Trainer does",
+TEST_CASE("zero_optimization's \"auto\" values are filled as the Hugging Face Trainer does",
           "[zero_config]") {
   // reference §1.6: reduce_bucket_size = h^2; stage 3 only: prefetch int(0.9 h^2), persistence
   // 10 h. h = 6144: h^2 = 37,748,736; 0.9 h^2 = 33,973,862.4 -> 33,973,862; 10 h = 61,440.
@@ -70,7 +70,7 @@ TEST_CASE("\"auto\" in zero_optimization is filled as the Hugging Face Trainer d
   }
 }
 
-TEST_CASE("\"auto\" batch keys, precision and clipping follow the command line or the Trainer",
+TEST_CASE("batch keys, precision and clipping set to \"auto\" follow the command line or the Trainer",
           "[zero_config]") {
   json j = {{"train_batch_size", "auto"},
             {"train_micro_batch_size_per_gpu", "auto"},
@@ -152,7 +152,7 @@ TEST_CASE("\"auto\" batch keys, precision and clipping follow the command line o
   }
 }
 
-TEST_CASE("\"stage\": \"auto\" is the Trainer's stage 2, or --stage, with a note",
+TEST_CASE("a \"stage\": \"auto\" is the Trainer's stage 2, or --stage, with a note",
           "[zero_config]") {
   std::vector<std::string> notes;
   ParseContext context = context8();

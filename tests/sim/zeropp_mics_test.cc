@@ -111,7 +111,7 @@ TEST_CASE("inter-node volume: hpZ -1/3, qwZ halves gathers, qgZ quarters the red
   CHECK(volume(R"(, "mics_shard_size": 8)") == Approx(2 * 63.0 / 64 * 2 * ms.partition));
 }
 
-TEST_CASE("hpZ keeps a secondary partition; MiCS partitions over the shard", "[sim]") {
+TEST_CASE("hpZ keeps a secondary partition, MiCS partitions over the shard", "[sim]") {
   const hardware::Cluster cl = ideal_cluster(64, 8);
   const models::Model m = models::load_model("20b");
   const Workload w;
