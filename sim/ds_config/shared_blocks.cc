@@ -149,11 +149,19 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
   // get_bfloat16_config: "bf16" when present and not null, else the old name "bfloat16".
   const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
   bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c, errors);
-  // --precision stands for the launcher's mixed-precision flag. Accelerate
-  // (DeepSpeedPlugin.set_mixed_precision, accelerate/utils/dataclasses.py) inserts
-  // {"enabled": true} for the asked precision when the file has no block of that name, which is
-  // how the Trainer's --bf16 trains a file without a "bf16" block in bf16.
-  if (context.precision_from_flag && !fp16 && !bf16) {
+  auto enabled_is_auto = [&](const char* name) {
+    auto it = top.json().find(name);
+    return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
+  };
+  // "enabled": "auto" in either block leaves the precision to the launcher's mixed-precision
+  // flag, which --precision stands for (its default, zplan's bf16 or fp16 on GPUs without bf16,
+  // when not given). Accelerate (DeepSpeedPlugin.set_mixed_precision, accelerate/utils/
+  // dataclasses.py) inserts {"enabled": true} for the asked precision when the file has no block
+  // of that name, which is how the Trainer's --bf16 trains a file holding only
+  // "fp16": {"enabled": "auto"} in bf16. A file with no block at all is read as DeepSpeed reads
+  // it (fp32) unless --precision says otherwise.
+  const bool any_auto = enabled_is_auto("fp16") || enabled_is_auto(bf16_name);
+  if ((context.precision_from_flag || any_auto) && !fp16 && !bf16) {
     if (context.auto_precision == Precision::kBf16 && !has_block(top, "bf16") &&
         !has_block(top, "bfloat16")) {
       bf16 = true;
@@ -161,23 +169,20 @@ void read_precision(const JsonReader& top, const ParseContext& context, DsConfig
       fp16 = true;
     }
   }
-  // fp32 because the file leaves the precision to the launcher: no block, or only an fp16 block
-  // whose "enabled" is "auto" (the Trainer fills it from --fp16; its --bf16 inserts a bf16 block).
-  auto enabled_is_auto = [&](const char* name) {
-    auto it = top.json().find(name);
-    return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");
-  };
-  const bool fp16_auto_only = enabled_is_auto("fp16");
-  if (!context.precision_from_flag && !fp16 && !bf16 && !has_block(top, "bf16") &&
-      !has_block(top, "bfloat16") && (!has_block(top, "fp16") || fp16_auto_only) &&
-      context.notes != nullptr) {
+  if (!context.precision_from_flag && any_auto && context.notes != nullptr) {
+    context.notes->push_back(
+        top.location() + " leaves the precision to the launcher (\"enabled\": \"auto\"): read as " +
+        precision_name(fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32) +
+        " training, as the Trainer's --" + precision_name(context.auto_precision) +
+        " gives it; say --precision bf16, fp16 or fp32 if the launch says otherwise");
+  }
+  if (!context.precision_from_flag && !fp16 && !bf16 && !any_auto && !has_block(top, "bf16") &&
+      !has_block(top, "bfloat16") && !has_block(top, "fp16") && context.notes != nullptr) {
     context.notes->push_back(
         top.location() +
-        (fp16_auto_only ? " has only \"fp16\": {\"enabled\": \"auto\"}"
-                        : " has no bf16 or fp16 block") +
-        ": fp32 training, unless the launcher says otherwise (the Trainer's --fp16 fills fp16 "
-        "\"auto\" with true; its --bf16 makes Accelerate insert \"bf16\": {\"enabled\": true}); "
-        "say so with --precision bf16 or fp16");
+        " has no bf16 or fp16 block: fp32 training, as DeepSpeed reads it, unless the launcher "
+        "says otherwise (the Trainer's --bf16 or --fp16 makes Accelerate insert the block); say "
+        "so with --precision bf16 or fp16");
   }
   if (fp16 && bf16) {
     top.fail(bf16_name, std::string("bf16 and fp16 cannot both be enabled (DeepSpeed asserts it)") +

@@ -246,13 +246,27 @@ TEST_CASE("the precision flag stands for the block the launcher adds", "[zero_co
   CHECK_THAT(notes[0], Contains("t.json has no bf16 or fp16 block: fp32 training") &&
                            Contains("--precision bf16"));
   // Only "fp16": {"enabled": "auto"} (FastChat's and Firefly's ZeRO configs, run with --bf16):
-  // the Trainer decides, so the same note.
+  // the file leaves the precision to the launcher, read as zplan's default flag would give it
+  // (Accelerate inserts the bf16 block), the same as a file whose bf16 and fp16 are both
+  // "auto"; a note says what was assumed.
+  for (const json& file : {merged(none, {{"fp16", {{"enabled", "auto"}}}}),
+                           merged(none, {{"fp16", {{"enabled", "auto"}}},
+                                         {"bf16", {{"enabled", "auto"}}}})}) {
+    notes.clear();
+    CHECK(parse(file, plain).precision == Precision::kBf16);
+    REQUIRE(notes.size() == 1);
+    CHECK_THAT(notes[0], Contains("t.json leaves the precision to the launcher") &&
+                             Contains("read as bf16 training, as the Trainer's --bf16") &&
+                             Contains("--precision bf16, fp16 or fp32"));
+  }
+  // On a GPU without bf16 zplan's default is fp16: "auto" becomes fp16, and says so.
   notes.clear();
-  CHECK(parse(merged(none, {{"fp16", {{"enabled", "auto"}}}}), plain).precision ==
-        Precision::kFp32);
+  ParseContext v100 = plain;
+  v100.auto_precision = Precision::kFp16;
+  CHECK(parse(merged(none, {{"fp16", {{"enabled", "auto"}}}}), v100).precision ==
+        Precision::kFp16);
   REQUIRE(notes.size() == 1);
-  CHECK_THAT(notes[0], Contains("t.json has only \"fp16\": {\"enabled\": \"auto\"}: fp32 "
-                                "training, unless the launcher says otherwise"));
+  CHECK_THAT(notes[0], Contains("read as fp16 training, as the Trainer's --fp16"));
   // An fp16 block that the file turns off says fp32 itself: no note.
   notes.clear();
   parse(merged(none, {{"fp16", {{"enabled", false}}}}), plain);
