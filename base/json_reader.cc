@@ -1,6 +1,9 @@
 #include "base/json_reader.h"
 
+#include <cctype>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -79,10 +82,75 @@ class DuplicateKeyCheck {
   std::vector<Frame> frames_;
 };
 
+// Python's json module writes a float that is not finite as NaN, Infinity or -Infinity, and
+// reads them back (transformers' config.json files carry them, e.g. Nemotron-H's
+// "time_step_limit": [0.0, Infinity]); RFC 8259 and nlohmann do not. In kStrict text each such
+// token outside a string becomes a marker string ("\u0001" and the like, which no real config
+// holds), and after parsing each marker becomes the double Python reads, so a key zplan does
+// not read is no error and one it reads is checked as any other non-finite number is.
+constexpr std::string_view kNonFinite[] = {"Infinity", "-Infinity", "NaN"};
+constexpr std::string_view kNonFiniteMarker[] = {"\"\\u0001\"", "\"\\u0002\"", "\"\\u0003\""};
+
+std::string mark_non_finite(std::string_view text, bool* found) {
+  std::string out;
+  bool in_string = false;
+  *found = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool replaced = false;
+    for (size_t k = 0; k < std::size(kNonFinite); ++k) {
+      const std::string_view word = kNonFinite[k];
+      if (text.substr(i, word.size()) != word) continue;
+      const size_t end = i + word.size();
+      if (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
+                                text[end] == '_' || text[end] == '.')) {
+        continue;
+      }
+      out += kNonFiniteMarker[k];
+      i = end - 1;
+      replaced = *found = true;
+      break;
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
+void restore_non_finite(nlohmann::json& j) {
+  if (j.is_structured()) {
+    for (auto& child : j) restore_non_finite(child);
+    return;
+  }
+  if (!j.is_string()) return;
+  const std::string& v = j.get_ref<const std::string&>();
+  if (v.size() != 1) return;
+  const char marker = v[0];  // assigning j below ends v's life
+  if (marker == '\x01') j = std::numeric_limits<double>::infinity();
+  if (marker == '\x02') j = -std::numeric_limits<double>::infinity();
+  if (marker == '\x03') j = std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& name,
                                JsonDialect dialect) {
+  bool non_finite = false;
+  const std::string marked =
+      dialect == JsonDialect::kStrict ? mark_non_finite(text, &non_finite) : std::string();
   try {
     if (dialect == JsonDialect::kDeepSpeedConfig) {
       DuplicateKeyCheck check(name);
@@ -93,9 +161,14 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& name,
           },
           /*allow_exceptions=*/true, /*ignore_comments=*/true);
     }
-    return nlohmann::json::parse(text.begin(), text.end());
+    if (!non_finite) return nlohmann::json::parse(text.begin(), text.end());
+    nlohmann::json j = nlohmann::json::parse(marked.begin(), marked.end());
+    restore_non_finite(j);
+    return j;
   } catch (const nlohmann::json::parse_error& e) {
-    // Turn nlohmann's byte offset into a line and column a person can go to.
+    // Turn nlohmann's byte offset into a line and column a person can go to (in the text
+    // parsed: the same lines, a column or a few more after a NaN on the line).
+    if (non_finite) text = marked;
     size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     if (offset > text.size()) offset = text.size();
     int line = 1, column = 1;
@@ -167,6 +240,13 @@ std::string describe_json_value(const nlohmann::json& value) {
       std::string s = value.get<std::string>();
       if (s.size() > 40) s = s.substr(0, 37) + "...";
       return nlohmann::json(s).dump();
+    }
+    case nlohmann::json::value_t::number_float: {
+      // nlohmann writes a non-finite double as null; say what the file said (Python's words).
+      const double v = value.get<double>();
+      if (std::isnan(v)) return "NaN";
+      if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+      return value.dump();
     }
     default:
       return value.dump();

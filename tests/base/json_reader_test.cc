@@ -1,4 +1,7 @@
 // JsonReader and the JSON file helpers: every failure is an InputError naming the place.
+#include <cmath>
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "base/input_error.h"
@@ -62,6 +65,25 @@ TEST_CASE("numbers JSON cannot hold are an input error, not an exception escapin
   CHECK(error_of("22222222222222222222e444") ==
         "x.json: invalid JSON: number overflow parsing '22222222222222222222e444'");
   CHECK_FALSE(error_of("[1e400]").empty());
+}
+
+TEST_CASE("NaN and Infinity read as Python's json reads them, outside strings only", "[models]") {
+  // transformers writes config.json with json.dumps, which writes a non-finite float so
+  // (Nemotron-H: "time_step_limit": [0.0, Infinity]).
+  const nlohmann::json j = parse_json_text(
+      R"({"a": [0.0, Infinity, -Infinity], "b": NaN, "s": "NaN Infinity",)"
+      R"( "Infinity": 1})",
+      "c.json");
+  CHECK(j["a"][1].get<double>() == std::numeric_limits<double>::infinity());
+  CHECK(j["a"][2].get<double>() == -std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(j["b"].get<double>()));
+  CHECK(j["s"] == "NaN Infinity");
+  CHECK(j["Infinity"] == 1);
+  // A key zplan reads says what the file holds, in the file's words.
+  CHECK_THROWS_WITH(JsonReader(j, "c.json").integer("b"), "c.json: /b: must be an integer, got NaN");
+  // Words that only begin like them are still errors, with the position.
+  CHECK(error_of("[Infinityx]").rfind("x.json: line 1, column 2: invalid JSON", 0) == 0);
+  CHECK_THAT(error_of("[nan]"), Catch::StartsWith("x.json: line 1, column 3: invalid JSON"));
 }
 
 TEST_CASE("typed getters name the JSON pointer of the offending member", "[models]") {
