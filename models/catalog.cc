@@ -2,7 +2,9 @@
 // fields of ModelShape by name; "family" picks the defaults of every flag not given.
 #include "models/catalog.h"
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "base/atomic_file.h"
@@ -182,6 +184,24 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   return build_model(s, file);
 }
 
+namespace {
+
+// A model file: a Hugging Face config.json or a zplan model file.
+Model load_model_file(const std::string& spec) {
+  nlohmann::json doc = load_json_file(spec);
+  if (!doc.is_object()) {
+    throw InputError(spec, "must be a JSON object (a Hugging Face config.json or a zplan model "
+                           "file), got " + describe_json_value(doc));
+  }
+  if (doc.contains("model_type")) return model_from_hf_config(doc, spec);
+  if (doc.contains("family")) return model_from_zplan_json(doc, spec);
+  throw InputError(spec,
+                   "neither a Hugging Face config.json (no \"model_type\") nor a zplan model "
+                   "file (no \"family\")");
+}
+
+}  // namespace
+
 Model load_model(const std::string& spec) {
   if (spec.empty()) {
     throw InputError("--model", "is empty; presets: " + preset_list() +
@@ -197,16 +217,18 @@ Model load_model(const std::string& spec) {
     throw InputError("--model", "unknown model '" + spec + "'; presets: " + preset_list() +
                                     ", or give a path to a config.json");
   }
-  nlohmann::json doc = load_json_file(spec);
-  if (!doc.is_object()) {
-    throw InputError(spec, "must be a JSON object (a Hugging Face config.json or a zplan model "
-                           "file), got " + describe_json_value(doc));
+  // A Hugging Face model folder (a download, or the Hub's snapshot layout) stands for its
+  // config.json, as from_pretrained reads it.
+  std::filesystem::path file = spec;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    file /= "config.json";
+    if (!path_exists(file.string())) {
+      throw InputError(spec, "is a directory without a config.json (a Hugging Face model "
+                             "folder holds one); give the config file or a preset");
+    }
   }
-  if (doc.contains("model_type")) return model_from_hf_config(doc, spec);
-  if (doc.contains("family")) return model_from_zplan_json(doc, spec);
-  throw InputError(spec,
-                   "neither a Hugging Face config.json (no \"model_type\") nor a zplan model "
-                   "file (no \"family\")");
+  return load_model_file(file.string());
 }
 
 }  // namespace zplan::models

@@ -100,6 +100,14 @@ TEST_CASE("bad zplan model files name the key", "[models]") {
 TEST_CASE("load_model: paths and names", "[models]") {
   CHECK(load_model(example_path("gpt2.json")).name() == "gpt2");
   CHECK(load_model(data_path("Llama-2-7b-hf/config.json")).name() == "Llama-2-7b-hf");
+  // A Hugging Face model folder stands for its config.json.
+  CHECK(load_model(data_path("Llama-2-7b-hf")).name() == "Llama-2-7b-hf");
+  CHECK(load_model(data_path("Llama-2-7b-hf/")).num_params() ==
+        load_model(data_path("Llama-2-7b-hf/config.json")).num_params());
+  const std::string folder = data_path("");
+  CHECK(input_error_of([&] { load_model(folder); }) ==
+        folder + ": is a directory without a config.json (a Hugging Face model folder holds one); "
+                 "give the config file or a preset");
 }
 
 TEST_CASE("load_model errors name the flag or the file", "[models]") {
@@ -129,8 +137,9 @@ TEST_CASE("load_model errors name the flag or the file", "[models]") {
         neither + ": neither a Hugging Face config.json (no \"model_type\") nor a zplan model "
                   "file (no \"family\")");
 
-  std::string dir = data_path("Llama-2-7b-hf");
-  CHECK(input_error_of([&] { load_model(dir); }) == dir + ": is a directory, expected a JSON file");
+  // A folder is a model folder only with a config.json in it ("load_model: paths and names").
+  std::string dir = data_path("");
+  CHECK(contains(input_error_of([&] { load_model(dir); }), dir + ": is a directory without"));
 }
 
 }  // namespace
