@@ -41,6 +41,8 @@ void add_search_options(CLI::App& app, SearchCliOptions& o) {
   // The planner takes lists where the single-config commands take one value.
   app.remove_option(app.get_option("--micro-batch"));
   app.remove_option(app.get_option("--checkpointing"));
+  // Not an option of the search: taken only to say what to run instead (resolve_search).
+  app.add_option("--ds-config", o.setup.ds_config)->group("");
   app.add_option("--global-batch-tokens", o.global_batch_tokens,
                  "global batch in tokens, rounded to whole samples per GPU (default: about 2M "
                  "tokens, the per-GPU share rounded to a power of two)");
@@ -81,6 +83,14 @@ void capture_given(const CLI::App& app, SearchCliOptions& o) {
 
 ResolvedSearch resolve_search(const SearchCliOptions& o) {
   if (o.threads < 0) throw InputError("--threads", "must be 0 (every core) or more");
+  if (!o.setup.ds_config.empty()) {
+    throw InputError("--ds-config",
+                     "the planner searches the ZeRO settings and writes the ds_config itself; "
+                     "to predict your own file run `zplan simulate --ds-config " +
+                         o.setup.ds_config +
+                         "` (or `zplan memory`), to plan around it give what it fixes as "
+                         "flags (--stage, --micro-batch, --offload-optimizer, ...)");
+  }
   ResolvedSearch r{
       planner::Problem{resolve_model(o.setup), resolve_cluster(o.setup), {}, {}, {}, o.headroom},
       {},

@@ -197,6 +197,13 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
   expect_one_line_error(run_zplan("sweep --model 1.3b --gpus 1 --hw a100 --global-batch 2147483648"),
                         1, "--global-batch: 2147483648 samples per GPU is more than the 1000000");
   expect_one_line_error(run_zplan("--model 1.3b --hw a100"), 2, "--gpus");
+  // A user's ds_config is what simulate and memory read; the planner says so.
+  for (const char* cmd : {"plan ", "sweep ", ""}) {
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + "--model 1.3b --gpus 8 --hw a100 --ds-config mine.json"), 1,
+        "--ds-config: the planner searches the ZeRO settings and writes the ds_config itself; "
+        "to predict your own file run `zplan simulate --ds-config mine.json`");
+  }
   // A bad input is the error reported even when the output file already exists (as after the
   // README's first command, which leaves ds_config.json in the checkout).
   TempDir dir;
