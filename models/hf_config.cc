@@ -28,8 +28,8 @@ using internal::kMaxVocab;
 using internal::kMaxWidth;
 
 constexpr const char* kSupported =
-    "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-    "deepseek_v2, gptj, falcon, gpt_neox, gpt2, opt";
+    "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, "
+    "qwen3_moe, deepseek_v2, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -227,6 +227,9 @@ constexpr DecoderType kDecoderTypes[] = {
     {"qwen3",      32, 128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
     {"gemma",      16, 256,     true,  8192,    false, QkNorm::kNone,     false, false, false},
     {"gemma2",     4,  256,     true,  8192,    false, QkNorm::kNone,     true,  false, false},
+    // Gemma3TextConfig (configuration_gemma3.py): Gemma-2's sandwich norms, with q_norm and
+    // k_norm on each head (Gemma3Attention), both soft-caps off by default.
+    {"gemma3_text", 4, 256,     true,  131072,  false, QkNorm::kPerHead,  true,  false, false},
     {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false, true},
     {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  false},
     {"mixtral",    8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, false},
@@ -386,17 +389,21 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t) {
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2") {
     read_experts(r, type, s);
   }
-  if (type == "gemma2") {
+  if (type == "gemma2" || type == "gemma3_text") {
     // Gemma2Config: both caps default on; null turns one off (modeling_gemma2.py tests `is not
-    // None`).
+    // None`). Gemma3TextConfig: both default None (off).
     auto cap = [&](const char* key, double fallback) {
       if (!r.json().contains(key)) return fallback;
       if (r.json().at(key).is_null()) return 0.0;
       return r.positive_number(key);
     };
-    s.attn_logit_softcapping = cap("attn_logit_softcapping", 50.0);
-    s.final_logit_softcapping = cap("final_logit_softcapping", 30.0);
+    const bool gemma2 = type == "gemma2";
+    s.attn_logit_softcapping = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
+    s.final_logit_softcapping = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
   }
+  refuse_if(r, "use_bidirectional_attention", flag(r, "use_bidirectional_attention", false),
+            "not modelled: bidirectional attention (EmbeddingGemma: every token attends to every "
+            "other, not causally)");
   refuse_if(r, "num_nextn_predict_layers",
             r.has("num_nextn_predict_layers") &&
                 r.non_negative_integer("num_nextn_predict_layers") > 0,
@@ -511,6 +518,13 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
     shape = gptj(r);
   } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {
     shape = falcon(r);
+  } else if (type == "gemma3") {
+    // Gemma3Config: a SigLIP vision tower and projector (vision_config, ~0.4 B parameters) in
+    // front of the language model (text_config, model_type gemma3_text).
+    r.fail("vision_config",
+           "not modelled: Gemma-3's vision tower (Gemma3ForConditionalGeneration); to plan the "
+           "language model alone (Gemma3ForCausalLM), save this file's text_config as a file of "
+           "its own (its model_type is gemma3_text)");
   } else {
     r.fail("model_type",
            "unsupported model_type \"" + type + "\"; supported: " + std::string(kSupported));

@@ -116,6 +116,27 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(m.num_params() == 8'537'680'896);
     CHECK(m.shape().tied_embeddings);
   }
+  SECTION("Gemma-3-4b's language model: sandwich norms and per-head q/k norms, tied") {
+    // google/gemma-3-4b-it's text_config (model_type gemma3_text). The Gemma 3 technical report
+    // gives 4B = 417M vision encoder + 675M embedding + 3,209M non-embedding parameters: the
+    // blocks and final norm here are 3,209,010,688.
+    Model m = model_from_hf_config(parse_json_text(R"({"model_type": "gemma3_text",
+      "attention_bias": false, "attn_logit_softcapping": null, "final_logit_softcapping": null,
+      "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2560,
+      "intermediate_size": 10240, "max_position_embeddings": 131072, "num_attention_heads": 8,
+      "num_hidden_layers": 34, "num_key_value_heads": 4, "query_pre_attn_scalar": 256,
+      "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024,
+      "sliding_window_pattern": 6, "vocab_size": 262208})", "c"),
+                                   "c");
+    CHECK(m.shape().tied_embeddings);
+    CHECK(m.num_params() - 262208LL * 2560 == 3'209'010'688);
+    CHECK(numel_of(m, "layers.0.self_attn.q_norm") == 256);
+    CHECK(numel_of(m, "layers.0.self_attn.k_norm") == 256);
+    CHECK(find_module(m, "layers.0.pre_feedforward_layernorm") != nullptr);
+    CHECK(find_module(m, "layers.0.post_feedforward_layernorm") != nullptr);
+    CHECK(m.shape().attn_logit_softcapping == 0);
+    CHECK(m.shape().final_logit_softcapping == 0);
+  }
   SECTION("Phi-3-mini-4k: fused qkv_proj and gate_up_proj") {
     Model m = load_model(data_path("Phi-3-mini-4k-instruct.json"));
     CHECK(m.num_params() == 3'821'079'552);
@@ -238,6 +259,17 @@ TEST_CASE("block activations follow each family's tensors", "[models]") {
 }
 
 TEST_CASE("unsupported settings of the new families are refused by key", "[models]") {
+  // Gemma-3's multimodal config: the vision tower is not modelled, its language model is.
+  CHECK(error_of(R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"},
+    "vision_config": {"model_type": "siglip_vision_model"}})") ==
+        "config.json: /vision_config: not modelled: Gemma-3's vision tower "
+        "(Gemma3ForConditionalGeneration); to plan the language model alone (Gemma3ForCausalLM), "
+        "save this file's text_config as a file of its own (its model_type is gemma3_text)");
+  CHECK(error_of(R"({"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
+    "use_bidirectional_attention": true})") ==
+        "config.json: /use_bidirectional_attention: not modelled: bidirectional attention "
+        "(EmbeddingGemma: every token attends to every other, not causally)");
   const std::string qwen_moe = R"({"model_type": "qwen2_moe", "hidden_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
     "intermediate_size": 128, "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 2)";
