@@ -593,7 +593,8 @@ PlanResult plan(const Problem& problem, const KnobRequest& knobs, const BatchReq
       r.notes.push_back(
           strformat("only offloading configs fit: without offload nothing fits on %d GPU%s",
                     problem.cluster.gpus, problem.cluster.gpus == 1 ? "" : "s") +
-          (g ? "; it would take " + gpu_count_words(problem, *g) : std::string()));
+          (g ? "; it would take " + gpu_count_words(problem, *g, s.space.batch.global_batch)
+             : std::string()));
     }
   }
   return r;

@@ -143,7 +143,7 @@ std::string shorter_sequence_words(const Problem& problem, const SearchSpace& sp
     }
     if (std::optional<GpuCount> g = min_gpus(shorter, space, 2, /*within_lists=*/true)) {
       return strformat(": --seq-len %lld fits on ", static_cast<long long>(seq)) +
-             gpu_count_words(shorter, *g);
+             gpu_count_words(shorter, *g, space.batch.global_batch);
     }
   }
   return "";
@@ -271,24 +271,30 @@ std::optional<GpuCount> min_gpus(const Problem& problem, const SearchSpace& spac
 
 // Lines starting with `more` ("more GPUs") for the smallest counts without offload (`plain`) and
 // with any (`any`).
-void add_more_gpus_lines(const Problem& problem, const std::string& more,
+void add_more_gpus_lines(const Problem& problem, int64_t global_batch, const std::string& more,
                          const std::optional<GpuCount>& plain, const std::optional<GpuCount>& any,
                          std::vector<std::string>* out) {
+  auto words = [&](const GpuCount& g) { return gpu_count_words(problem, g, global_batch); };
   if (plain && (!any || any->gpus >= plain->gpus)) {
-    out->push_back(more + ": " + gpu_count_words(problem, *plain));
+    out->push_back(more + ": " + words(*plain));
   } else {
-    if (any) out->push_back(more + ", with offload: " + gpu_count_words(problem, *any));
-    if (plain) out->push_back(more + ", without offload: " + gpu_count_words(problem, *plain));
+    if (any) out->push_back(more + ", with offload: " + words(*any));
+    if (plain) out->push_back(more + ", without offload: " + words(*plain));
   }
 }
 
 }  // namespace
 
-std::string gpu_count_words(const Problem& problem, const GpuCount& g) {
-  return strformat(
+std::string gpu_count_words(const Problem& problem, const GpuCount& g, int64_t global_batch) {
+  std::string words = strformat(
       "%d GPUs (%d node%s of %d): %s, micro-batch 1, checkpointing (GPU peak %s of %s)", g.gpus,
       g.nodes, g.nodes == 1 ? "" : "s", g.gpus / g.nodes, family_name(g.how).c_str(),
       gib(g.gpu_peak_bytes).c_str(), gib(g.gpu_capacity_bytes).c_str());
+  if (global_batch > 0 && g.gpus > global_batch) {
+    words += strformat("; one sample a GPU is a global batch of %d, not %lld", g.gpus,
+                       static_cast<long long>(global_batch));
+  }
+  return words;
 }
 
 // Lines saying what would fit when nothing in the search does.
@@ -304,7 +310,7 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
   // 2. More GPUs, without offload and with it, keeping the stage and offload lists.
   std::optional<GpuCount> plain = min_gpus_to_fit(problem, s.space, 0);
   std::optional<GpuCount> any = min_gpus_to_fit(problem, s.space, 2);
-  add_more_gpus_lines(problem, "more GPUs", plain, any, &out);
+  add_more_gpus_lines(problem, s.space.batch.global_batch, "more GPUs", plain, any, &out);
   // 2b. When the lists fit no count, other families might, but only those that offload less
   // than what already fits on these GPUs are worth more GPUs.
   if (!plain && !any && lists_restrict_families(s.space)) {
@@ -312,7 +318,8 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
     auto offloads_less = [&](std::optional<GpuCount> g) {
       return g && g->how.offload_level() < below ? g : std::nullopt;
     };
-    add_more_gpus_lines(problem, "more GPUs and other --stage / --offload-* values",
+    add_more_gpus_lines(problem, s.space.batch.global_batch,
+                        "more GPUs and other --stage / --offload-* values",
                         offloads_less(min_gpus(problem, s.space, 0, false)),
                         offloads_less(min_gpus(problem, s.space, 2, false)), &out);
   }

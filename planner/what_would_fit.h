@@ -17,8 +17,11 @@ namespace zplan::planner {
 std::vector<std::string> what_would_fit(const Problem& problem, const SearchResult& search,
                                         size_t closest);
 
-// "16 GPUs (2 nodes of 8): ZeRO-3, micro-batch 1, checkpointing (GPU peak 36.1 GiB of 40.0 GiB)".
-std::string gpu_count_words(const Problem& problem, const GpuCount& count);
+// "16 GPUs (2 nodes of 8): ZeRO-3, micro-batch 1, checkpointing (GPU peak 36.1 GiB of 40.0 GiB)";
+// with more GPUs than the planned global batch has samples, also the batch that count implies
+// ("; one sample a GPU is a global batch of 1992, not 256").
+std::string gpu_count_words(const Problem& problem, const GpuCount& count,
+                            int64_t global_batch);
 
 }  // namespace zplan::planner
 

@@ -348,6 +348,22 @@ TEST_CASE("what would fit never sends users to more GPUs for what fits on theirs
                         "more GPUs and other --stage / --offload-* values: 48 GPUs (6 nodes "
                         "of 8): ZeRO-3,"));
   CHECK_FALSE(any_line_starts(r16, "more GPUs and other --stage / --offload-* values, with"));
+  // With a global batch of fewer samples than that count, the line says the batch it implies.
+  PlanOptions o;
+  o.eval.threads = 2;
+  BatchRequest small;
+  small.global_batch = 32;
+  PlanResult r32 = plan(p16, knobs({{Knob::kStage, "0"}}), small, o);
+  CHECK(any_line_starts(r32,
+                        "more GPUs and other --stage / --offload-* values: 48 GPUs (6 nodes "
+                        "of 8): ZeRO-3,"));
+  bool says_batch = false;
+  for (const std::string& line : r32.what_would_fit) {
+    says_batch = says_batch ||
+                 line.find("; one sample a GPU is a global batch of 48, not 32") != std::string::npos;
+  }
+  CHECK(says_batch);
+  CHECK(r16.what_would_fit != r32.what_would_fit);
   CHECK(any_line_starts(r16, "with the --stage / --offload-* lists given, nothing fits"));
   // A cluster already past the largest count tried says its own node count.
   Problem big = problem("llama2-70b", "a100-40g", 8 * 8192);
