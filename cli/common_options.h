@@ -22,7 +22,8 @@ namespace zplan::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;     // bad file, value or configuration
 inline constexpr int kExitUsage = 2;        // bad flag or missing required flag
-inline constexpr int kExitNoFit = 3;        // plan: nothing fits; simulate: the config does not fit
+inline constexpr int kExitNoFit = 3;        // plan: nothing fits (memory and simulate report a
+                                            // config that does not fit and exit 0)
 inline constexpr int kExitCheckFailed = 4;  // validate --max-error exceeded
 inline constexpr int kExitInternal = 70;    // a bug: please report
 
