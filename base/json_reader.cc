@@ -130,18 +130,24 @@ std::string mark_non_finite(std::string_view text, bool* found) {
   return out;
 }
 
-void restore_non_finite(nlohmann::json& j) {
-  if (j.is_structured()) {
-    for (auto& child : j) restore_non_finite(child);
-    return;
+// Iterative: a file may nest deeper than the stack would allow recursion.
+void restore_non_finite(nlohmann::json& root) {
+  std::vector<nlohmann::json*> todo = {&root};
+  while (!todo.empty()) {
+    nlohmann::json& j = *todo.back();
+    todo.pop_back();
+    if (j.is_structured()) {
+      for (auto& child : j) todo.push_back(&child);
+      continue;
+    }
+    if (!j.is_string()) continue;
+    const std::string& v = j.get_ref<const std::string&>();
+    if (v.size() != 1) continue;
+    const char marker = v[0];  // assigning j below ends v's life
+    if (marker == '\x01') j = std::numeric_limits<double>::infinity();
+    if (marker == '\x02') j = -std::numeric_limits<double>::infinity();
+    if (marker == '\x03') j = std::numeric_limits<double>::quiet_NaN();
   }
-  if (!j.is_string()) return;
-  const std::string& v = j.get_ref<const std::string&>();
-  if (v.size() != 1) return;
-  const char marker = v[0];  // assigning j below ends v's life
-  if (marker == '\x01') j = std::numeric_limits<double>::infinity();
-  if (marker == '\x02') j = -std::numeric_limits<double>::infinity();
-  if (marker == '\x03') j = std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace
