@@ -81,6 +81,13 @@ TEST_CASE("NaN and Infinity read as Python's json reads them, outside strings on
   CHECK(j["Infinity"] == 1);
   // A key zplan reads says what the file holds, in the file's words.
   CHECK_THROWS_WITH(JsonReader(j, "c.json").integer("b"), "c.json: /b: must be an integer, got NaN");
+  // However deep the file nests (nlohmann parses it iteratively; so is the marker pass).
+  const int depth = 500000;
+  const nlohmann::json deep = parse_json_text(
+      std::string(depth, '[') + "NaN" + std::string(depth, ']'), "d.json");
+  const nlohmann::json* inner = &deep;
+  for (int i = 0; i < depth; ++i) inner = &(*inner)[0];
+  CHECK(std::isnan(inner->get<double>()));
   // Words that only begin like them are still errors, with the position.
   CHECK(error_of("[Infinityx]").rfind("x.json: line 1, column 2: invalid JSON", 0) == 0);
   CHECK_THAT(error_of("[nan]"), Catch::StartsWith("x.json: line 1, column 3: invalid JSON"));
