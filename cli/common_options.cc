@@ -1,8 +1,6 @@
 #include "cli/common_options.h"
 
 #include <cmath>
-#include <filesystem>
-#include <system_error>
 #include <iostream>
 
 #include "base/text.h"
@@ -87,12 +85,9 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
 }
 
 std::vector<std::pair<std::string, std::string>> setup_inputs(const SetupOptions& o) {
-  // A model folder is read as its config.json (models/catalog.h).
-  std::error_code ec;
-  const std::string model = std::filesystem::is_directory(o.model, ec)
-                                ? (std::filesystem::path(o.model) / "config.json").string()
-                                : o.model;
-  return {{"--model", model}, {"--hw", o.hw}, {"--ds-config", o.ds_config}};
+  return {{"--model", models::model_file_of(o.model)},
+          {"--hw", o.hw},
+          {"--ds-config", o.ds_config}};
 }
 
 bool any_zero_flag(const SetupOptions& o) {

@@ -217,18 +217,20 @@ Model load_model(const std::string& spec) {
     throw InputError("--model", "unknown model '" + spec + "'; presets: " + preset_list() +
                                     ", or give a path to a config.json");
   }
-  // A Hugging Face model folder (a download, or the Hub's snapshot layout) stands for its
-  // config.json, as from_pretrained reads it.
-  std::filesystem::path file = spec;
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) {
-    file /= "config.json";
-    if (!path_exists(file.string())) {
-      throw InputError(spec, "is a directory without a config.json (a Hugging Face model "
-                             "folder holds one); give the config file or a preset");
-    }
+  const std::string file = model_file_of(spec);
+  if (file != spec && !path_exists(file)) {
+    throw InputError(spec, "is a directory without a config.json (a Hugging Face model "
+                           "folder holds one); give the config file or a preset");
   }
-  return load_model_file(file.string());
+  return load_model_file(file);
+}
+
+// A Hugging Face model folder (a download, or the Hub's snapshot layout) stands for its
+// config.json, as from_pretrained reads it.
+std::string model_file_of(const std::string& spec) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec, ec)) return spec;
+  return (std::filesystem::path(spec) / "config.json").string();
 }
 
 }  // namespace zplan::models

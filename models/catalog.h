@@ -23,6 +23,9 @@ std::string preset_description(const std::string& name);
 // a Hugging Face model folder (its config.json). Throws InputError: an unknown name lists the presets; a bad file names the file and pointer.
 Model load_model(const std::string& spec);
 
+// The file a --model path is read from: `spec` itself, or a folder's config.json.
+std::string model_file_of(const std::string& spec);
+
 // A Hugging Face config.json of one of hf_model_types() (docs/models.md).
 // `file` names the source in error messages.
 Model model_from_hf_config(const nlohmann::json& config, const std::string& file);
