@@ -252,8 +252,16 @@ std::string describe_finetune(const FineTune& ft) {
   if (ft.lora()) {
     std::string targets;
     for (const std::string& t : ft.lora_targets) targets += (targets.empty() ? "" : ",") + t;
+    // Where the names given select linears of other names (a fused qkv, Mixtral's w1/w3/w2),
+    // say which; "all-linear" is its own description.
+    std::string linears;
+    for (const std::string& l : ft.lora_linears) linears += (linears.empty() ? "" : ",") + l;
+    const std::set<std::string> given(ft.lora_targets.begin(), ft.lora_targets.end());
+    const std::set<std::string> selected(ft.lora_linears.begin(), ft.lora_linears.end());
+    const bool renamed = !selected.empty() && selected != given && !given.count("all-linear");
     return "LoRA rank " + std::to_string(ft.lora_rank) + " on " + targets +
-           " (base weights frozen)";
+           (renamed ? " (the linears " + linears + "; base weights frozen)"
+                    : " (base weights frozen)");
   }
   if (ft.trainable_fraction < 1) {
     return strformat("the bottom layers frozen (--trainable %g)", ft.trainable_fraction);
@@ -282,6 +290,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
                                ") are trained in full; fine-tuning applies to transformers");
   }
   std::vector<Layer> layers = model.layers();
+  FineTune ft_applied = ft;
   if (ft.lora()) {
     std::set<std::string> matched;
     for (Layer& layer : layers) {
@@ -290,6 +299,21 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
       std::set<std::string> m = add_adapters(layer, ft.lora_targets, ft.lora_rank);
       matched.insert(m.begin(), m.end());
     }
+    FineTune applied = ft;
+    applied.lora_linears.clear();
+    for (const Layer& layer : layers) {
+      if (layer.kind != LayerKind::kBlock) continue;
+      for (const ComputeOp& op : layer.ops) {
+        const std::string last = last_component(op.name);
+        if (last != "lora_A") continue;
+        const std::string base = last_component(op.name.substr(0, op.name.size() - 7));
+        if (std::find(applied.lora_linears.begin(), applied.lora_linears.end(), base) ==
+            applied.lora_linears.end()) {
+          applied.lora_linears.push_back(base);
+        }
+      }
+    }
+    ft_applied = std::move(applied);
     for (const std::string& t : ft.lora_targets) {
       if (matched.count(t)) continue;
       std::string names;
@@ -350,7 +374,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
     if (layer.kind == LayerKind::kBlock && grad_flows) mark_unsaved(layer);
   }
   Model out(shape, std::move(layers));
-  out.set_finetune(ft);
+  out.set_finetune(ft_applied);
   return out;
 }
 

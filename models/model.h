@@ -228,6 +228,9 @@ struct FineTune {
   int64_t lora_rank = 0;                  // 0: no LoRA
   std::vector<std::string> lora_targets;  // as given (PEFT spellings or "all-linear")
   double trainable_fraction = 1;          // < 1: whole layers frozen from the bottom
+  // Filled by apply_finetune: the block linears the targets selected, by their own last names
+  // in forward order ("query_key_value" for Falcon's q_proj,v_proj).
+  std::vector<std::string> lora_linears;
 
   bool lora() const { return lora_rank > 0; }
   bool frozen() const { return lora() || trainable_fraction < 1; }

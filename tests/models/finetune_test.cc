@@ -56,6 +56,15 @@ TEST_CASE("LoRA adapters on llama3-8b: r*(in+out) per target per layer, base fro
   CHECK_FALSE(qv.layers()[1].no_grad);
   CHECK(qv.finetune().lora());
   CHECK(describe_finetune(qv.finetune()) == "LoRA rank 16 on q_proj,v_proj (base weights frozen)");
+  // Names that select linears of other names say which (PEFT's own Falcon default is
+  // query_key_value; Mixtral's gate projections are w1); the order given does not matter.
+  CHECK(describe_finetune(lora(example_path("falcon-7b.json"), 16, "q_proj,v_proj").finetune()) ==
+        "LoRA rank 16 on q_proj,v_proj (the linears query_key_value; base weights frozen)");
+  CHECK(describe_finetune(
+            lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "gate_proj").finetune()) ==
+        "LoRA rank 8 on gate_proj (the linears w1; base weights frozen)");
+  CHECK(describe_finetune(lora("llama3-8b", 16, "v_proj,q_proj").finetune()) ==
+        "LoRA rank 16 on v_proj,q_proj (base weights frozen)");
 }
 
 TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[models]") {
