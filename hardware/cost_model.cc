@@ -505,22 +505,33 @@ int cpu_core_share(const NodeSpec& node, int ranks_per_node) {
   return std::max(1, node.cpu_cores / std::max(1, ranks_per_node));
 }
 
-double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,
-                               double bytes_per_param) {
-  if (!(params > 0)) return 0;
+CpuAdamThreads cpu_adam_threads(const Profile& profile, int ranks_per_node) {
   const NodeSpec& node = profile.node;
   const int ranks = std::max(1, ranks_per_node);
+  CpuAdamThreads t;
+  t.share = cpu_core_share(node, ranks);
+  t.threads = t.share;
   // OMP_NUM_THREADS set so low that the node's pools fit its cores (torchrun's 1, or deepspeed
   // --bind_cores_to_rank's cores / ranks): each rank runs exactly that many threads. Unset, or
   // set higher: the fair share (at least one core), at what oversubscribed OpenMP pools keep of
   // it.
   const int omp = profile.framework.omp_num_threads;
-  double threads = cpu_core_share(node, ranks);
   if (omp > 0 && static_cast<int64_t>(omp) * ranks <= node.cpu_cores) {
-    threads = omp;
+    t.rule = CpuAdamThreads::Rule::kOmpNumThreads;
+    t.threads = omp;
   } else if (ranks > 1 && profile.gpu.arch != Arch::kCpu) {
-    threads *= profile.framework.cpu_oversubscription_efficiency;
+    t.rule = CpuAdamThreads::Rule::kOversubscribed;
+    t.threads *= profile.framework.cpu_oversubscription_efficiency;
   }
+  return t;
+}
+
+double offload_cpu_adam_time_s(const Profile& profile, double params, int ranks_per_node,
+                               double bytes_per_param) {
+  if (!(params > 0)) return 0;
+  const NodeSpec& node = profile.node;
+  const int ranks = std::max(1, ranks_per_node);
+  const double threads = cpu_adam_threads(profile, ranks).threads;
   // t = N / min(threads * r_thread, DRAM share / 28 B), as cpu_adam_time_s (reference §6).
   const double compute_rate = threads * node.cpu_adam_params_per_s_per_core;
   const double memory_rate = share(node.host_memory_bw_bytes_per_s, ranks) / bytes_per_param;

@@ -115,6 +115,19 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
 // what --bind_cores_to_rank gives each rank (deepspeed/launcher/launch.py: cores / ranks).
 int cpu_core_share(const NodeSpec& node, int ranks_per_node);
 
+// The threads each of `ranks_per_node` ranks' DeepSpeedCPUAdam is priced with, and why (the
+// rule offload_cpu_adam_time_s prices and the plan's "CPU Adam threads" line states):
+// FrameworkSpec::omp_num_threads t when t > 0 and t * ranks <= cores; the fair share (cores /
+// ranks, at least one) at FrameworkSpec::cpu_oversubscription_efficiency when several GPU ranks'
+// default OpenMP pools oversubscribe the cores; else the fair share whole.
+struct CpuAdamThreads {
+  enum class Rule { kOmpNumThreads, kOversubscribed, kFairShare };
+  Rule rule = Rule::kFairShare;
+  double threads = 1;  // as priced
+  int share = 1;       // cpu_core_share
+};
+CpuAdamThreads cpu_adam_threads(const Profile& profile, int ranks_per_node);
+
 // DeepSpeedCPUAdam over `params` fp32 parameters by one of `ranks_per_node` ranks that all step
 // at once: cpu_adam_time_s with the rank's fair share of the cores (cores / ranks, as
 // step_builder does) at FrameworkSpec::cpu_oversubscription_efficiency when the node has more

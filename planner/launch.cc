@@ -35,14 +35,24 @@ bool offloads_optimizer(const sim::DsConfig& c) {
 std::string cpu_adam_threads_line(const hardware::Cluster& cl) {
   const hardware::FrameworkSpec& f = cl.profile.framework;
   const int ranks = std::max(1, cl.gpus_per_node());
-  const int share = hardware::cpu_core_share(cl.profile.node, ranks);
+  // The rule the prediction priced (hardware::cpu_adam_threads), so the line says what it used.
+  const hardware::CpuAdamThreads t = hardware::cpu_adam_threads(cl.profile, ranks);
+  const int share = t.share;
   std::string line = "CPU Adam threads: ";
-  if (f.omp_num_threads > 0) {
+  using Rule = hardware::CpuAdamThreads::Rule;
+  if (t.rule == Rule::kOmpNumThreads) {
     line += strformat(
         "the prediction assumes OMP_NUM_THREADS=%d in every rank (the profile's "
         "framework.omp_num_threads)",
         f.omp_num_threads);
-  } else if (ranks > 1) {
+  } else if (t.rule == Rule::kOversubscribed && f.omp_num_threads > 0) {
+    line += strformat(
+        "the profile's OMP_NUM_THREADS=%d in each of the node's %d ranks oversubscribes its %d "
+        "cores, and zplan keeps %.2f of each rank's fair share of %d cores "
+        "(framework.cpu_oversubscription_efficiency)",
+        f.omp_num_threads, ranks, cl.profile.node.cpu_cores, f.cpu_oversubscription_efficiency,
+        share);
+  } else if (t.rule == Rule::kOversubscribed) {
     // deepspeed/launcher/launch.py sets OMP_NUM_THREADS only with --bind_cores_to_rank
     // (cores / ranks, and numactl -C over those cores).
     line += strformat(
@@ -51,6 +61,9 @@ std::string cpu_adam_threads_line(const hardware::Cluster& cl) {
         "and zplan keeps %.2f of its fair share of %d cores "
         "(framework.cpu_oversubscription_efficiency)",
         ranks, f.cpu_oversubscription_efficiency, share);
+  } else if (ranks > 1) {
+    line += strformat("the prediction gives each of the node's %d ranks its fair share of %d cores",
+                      ranks, share);
   } else {
     line += strformat("the prediction gives the node's one rank all %d cores", share);
   }
