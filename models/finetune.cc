@@ -61,7 +61,8 @@ Role role_of(const std::string& op_name) {
     return Role::kUp;
   }
   if (last == "gate_up_proj") return Role::kGateUp;
-  if (last == "down_proj" || last == "w2" || last == "fc2" || last == "fc_out" || last == "dense_4h_to_h") {
+  if (last == "down_proj" || last == "w2" || last == "fc2" || last == "fc_out" ||
+      last == "dense_4h_to_h") {
     return Role::kDown;
   }
   return Role::kRouter;  // gate, shared_expert_gate: the only other linears of a block
@@ -110,9 +111,10 @@ void freeze_layer(Layer& layer) {
 
 constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
 
-// Adds LoRA adapters to the block's targeted GEMMs. Returns the targets that matched.
+// Adds LoRA adapters to the block's targeted GEMMs. Returns the targets that matched; appends
+// to `linears` the last name of each linear adapted that it does not hold yet.
 std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>& targets,
-                                   int64_t r) {
+                                   int64_t r, std::vector<std::string>* linears) {
   std::set<std::string> matched;
   std::vector<ComputeOp> ops;
   for (const ComputeOp& base : layer.ops) {
@@ -126,6 +128,10 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
       }
     }
     if (!hit) continue;
+    const std::string linear = last_component(base.name);
+    if (std::find(linears->begin(), linears->end(), linear) == linears->end()) {
+      linears->push_back(linear);
+    }
     // lora_A and lora_B are Linears of their own inside the wrapped one (peft's lora.Linear), so
     // modules of their own; inside a mixture of experts' block, as the expert they adapt.
     const std::string a_name = base.name + ".lora_A";
@@ -290,30 +296,17 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
                                ") are trained in full; fine-tuning applies to transformers");
   }
   std::vector<Layer> layers = model.layers();
-  FineTune ft_applied = ft;
+  FineTune applied = ft;
   if (ft.lora()) {
+    applied.lora_linears.clear();
     std::set<std::string> matched;
     for (Layer& layer : layers) {
       freeze_layer(layer);
       if (layer.kind != LayerKind::kBlock) continue;
-      std::set<std::string> m = add_adapters(layer, ft.lora_targets, ft.lora_rank);
+      std::set<std::string> m =
+          add_adapters(layer, ft.lora_targets, ft.lora_rank, &applied.lora_linears);
       matched.insert(m.begin(), m.end());
     }
-    FineTune applied = ft;
-    applied.lora_linears.clear();
-    for (const Layer& layer : layers) {
-      if (layer.kind != LayerKind::kBlock) continue;
-      for (const ComputeOp& op : layer.ops) {
-        const std::string last = last_component(op.name);
-        if (last != "lora_A") continue;
-        const std::string base = last_component(op.name.substr(0, op.name.size() - 7));
-        if (std::find(applied.lora_linears.begin(), applied.lora_linears.end(), base) ==
-            applied.lora_linears.end()) {
-          applied.lora_linears.push_back(base);
-        }
-      }
-    }
-    ft_applied = std::move(applied);
     for (const std::string& t : ft.lora_targets) {
       if (matched.count(t)) continue;
       std::string names;
@@ -374,7 +367,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
     if (layer.kind == LayerKind::kBlock && grad_flows) mark_unsaved(layer);
   }
   Model out(shape, std::move(layers));
-  out.set_finetune(ft_applied);
+  out.set_finetune(applied);
   return out;
 }
 
