@@ -91,16 +91,18 @@ class DuplicateKeyCheck {
 constexpr std::string_view kNonFinite[] = {"Infinity", "-Infinity", "NaN"};
 constexpr std::string_view kNonFiniteMarker[] = {"\"\\u0001\"", "\"\\u0002\"", "\"\\u0003\""};
 
+// The text with each non-finite token marked, or "" (and *found false) when it has none: most
+// files have none, and are not copied.
 std::string mark_non_finite(std::string_view text, bool* found) {
   std::string out;
+  size_t copied = 0;  // text before this is in `out`
   bool in_string = false;
   *found = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size()) {
-        out += text[++i];
+      if (c == '\\') {
+        ++i;
       } else if (c == '"') {
         in_string = false;
       }
@@ -108,10 +110,8 @@ std::string mark_non_finite(std::string_view text, bool* found) {
     }
     if (c == '"') {
       in_string = true;
-      out += c;
       continue;
     }
-    bool replaced = false;
     for (size_t k = 0; k < std::size(kNonFinite); ++k) {
       const std::string_view word = kNonFinite[k];
       if (text.substr(i, word.size()) != word) continue;
@@ -120,13 +120,15 @@ std::string mark_non_finite(std::string_view text, bool* found) {
                                 text[end] == '_' || text[end] == '.')) {
         continue;
       }
+      out.append(text.substr(copied, i - copied));
       out += kNonFiniteMarker[k];
+      copied = end;
       i = end - 1;
-      replaced = *found = true;
+      *found = true;
       break;
     }
-    if (!replaced) out += c;
   }
+  if (*found) out.append(text.substr(copied));
   return out;
 }
 
