@@ -20,7 +20,8 @@ std::string preset_description(const std::string& name);
 
 // Resolves a --model value: a preset name (case-insensitive), or a path to a JSON file that is
 // either a Hugging Face config.json (has "model_type") or a zplan model file (has "family"), or
-// a Hugging Face model folder (its config.json). Throws InputError: an unknown name lists the presets; a bad file names the file and pointer.
+// a Hugging Face model folder (its config.json). Throws InputError: an unknown name lists the
+// presets; a bad file names the file and pointer.
 Model load_model(const std::string& spec);
 
 // The file a --model path is read from: `spec` itself, or a folder's config.json.

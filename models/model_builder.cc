@@ -522,10 +522,10 @@ class TransformerBuilder {
   // Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, DeepseekV2Moe): the router Linear(h, E), and
   // per expert an nn.Module of three Linears (gate_proj, up_proj, down_proj; Mixtral's
   // MixtralBlockSparseTop2MLP names them w1, w3, w2, and the block block_sparse_moe, as PEFT's
-  // target_modules and leaf_module's names see them), and the shared expert's; no biases. Each Linear is a module of its own
-  // (ZeRO-3 gathers it alone) unless ZeRO-3 treats the block as a leaf, which gathers them all
-  // at once: Module::moe_block marks them (sim/zero_sizes.cc, docs/models.md "Mixture of
-  // experts").
+  // target_modules and leaf_module's names see them), and the shared expert's; no biases. Each
+  // Linear is a module of its own (ZeRO-3 gathers it alone) unless ZeRO-3 treats the block as a
+  // leaf, which gathers them all at once: Module::moe_block marks them (sim/zero_sizes.cc,
+  // docs/models.md "Mixture of experts").
   //
   // The forward is the modeling code's Python loop over the experts (modeling_mixtral.py
   // MixtralSparseMoeBlock.forward): the router's softmax and top-k, then for each expert the

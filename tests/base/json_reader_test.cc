@@ -80,7 +80,8 @@ TEST_CASE("NaN and Infinity read as Python's json reads them, outside strings on
   CHECK(j["s"] == "NaN Infinity");
   CHECK(j["Infinity"] == 1);
   // A key zplan reads says what the file holds, in the file's words.
-  CHECK_THROWS_WITH(JsonReader(j, "c.json").integer("b"), "c.json: /b: must be an integer, got NaN");
+  CHECK_THROWS_WITH(JsonReader(j, "c.json").integer("b"),
+                    "c.json: /b: must be an integer, got NaN");
   // However deep the file nests (nlohmann parses it iteratively; so is the marker pass).
   const int depth = 500000;
   const nlohmann::json deep = parse_json_text(

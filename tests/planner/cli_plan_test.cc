@@ -222,7 +222,8 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
   // No output replaces a file the command reads, --force or not: a trace over the ds_config
   // (also through a link or a hard link), a plan over the hardware profile or the model file.
   const std::string ds = dir.file("in.json");
-  const std::string ds_text = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2}}\n";
+  const std::string ds_text =
+      "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2}}\n";
   write_file_atomically(ds, ds_text, false);
   REQUIRE(symlink(ds.c_str(), dir.file("link.json").c_str()) == 0);
   REQUIRE(link(ds.c_str(), dir.file("hard.json").c_str()) == 0);
@@ -238,7 +239,9 @@ TEST_CASE("bad plan and sweep inputs: one line on stderr, exit 1 or 2", "[planne
   expect_one_line_error(run_zplan("--model 1.3b --gpus 8 --force --hw " + hw + " --out " + hw), 1,
                         "--out: " + hw + " is also --hw");
   const std::string model = dir.file("model.json");
-  write_file_atomically(model, slurp(std::string(ZPLAN_SOURCE_DIR) + "/tests/fidelity/models/ds-bf16mw-6.9b.json"), false);
+  write_file_atomically(
+      model, slurp(std::string(ZPLAN_SOURCE_DIR) + "/tests/fidelity/models/ds-bf16mw-6.9b.json"),
+      false);
   const std::string model_text = slurp(model);
   expect_one_line_error(run_zplan("--model " + model + " --gpus 8 --hw a100 --force --out " +
                                   existing + " --report " + model),

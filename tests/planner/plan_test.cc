@@ -359,8 +359,8 @@ TEST_CASE("what would fit never sends users to more GPUs for what fits on theirs
                         "of 8): ZeRO-3,"));
   bool says_batch = false;
   for (const std::string& line : r32.what_would_fit) {
-    says_batch = says_batch ||
-                 line.find("; one sample a GPU is a global batch of 48, not 32") != std::string::npos;
+    says_batch = says_batch || line.find("; one sample a GPU is a global batch of 48, not 32") !=
+                                   std::string::npos;
   }
   CHECK(says_batch);
   CHECK(r16.what_would_fit != r32.what_would_fit);

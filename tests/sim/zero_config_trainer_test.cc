@@ -70,7 +70,8 @@ TEST_CASE("zero_optimization's \"auto\" values are filled as the Hugging Face Tr
   }
 }
 
-TEST_CASE("batch keys, precision and clipping set to \"auto\" follow the command line or the Trainer",
+TEST_CASE(
+    "batch keys, precision and clipping set to \"auto\" follow the command line or the Trainer",
           "[zero_config]") {
   json j = {{"train_batch_size", "auto"},
             {"train_micro_batch_size_per_gpu", "auto"},
