@@ -45,6 +45,10 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
                  "patches: the fused loss and its SwiGLU and RMSNorm kernels) (default: "
                  "standard)");
+  app.add_option("--transformers", o.transformers,
+                 "the transformers release the training runs, 5 or 4 (or a version such as "
+                 "4.57.1): it lays out a mixture of experts (5: the experts' 3D tensors in one "
+                 "module under grouped_mm; 4: one module of Linears per expert) (default: 5)");
   app.add_flag("--no-zero-init", o.no_zero_init,
                "stage 3: the model is built outside deepspeed.zero.Init (from_pretrained without "
                "HfDeepSpeedConfig, then deepspeed.initialize(model=...)): the engine moves it "
@@ -174,10 +178,19 @@ models::FineTune resolve_finetune(const SetupOptions& o) {
   return ft;
 }
 
+int resolve_transformers(const SetupOptions& o) {
+  if (o.transformers.empty()) return models::kDefaultTransformers;
+  const std::string major = o.transformers.substr(0, o.transformers.find('.'));
+  if (major == "4" || major == "5") return major[0] - '0';
+  throw InputError("--transformers", "must be 5 or 4 (a transformers release, e.g. 4.57.1), "
+                                     "got '" + o.transformers + "'");
+}
+
 models::Model resolve_model(const SetupOptions& o) {
   // The flags are checked before the model is loaded: a bad flag is reported as such.
   const models::FineTune ft = resolve_finetune(o);
-  return models::apply_finetune(models::load_model(o.model), ft);
+  const int transformers = resolve_transformers(o);
+  return models::apply_finetune(models::load_model(o.model, transformers), ft);
 }
 
 hardware::Cluster resolve_cluster(const SetupOptions& o) {
@@ -417,6 +430,14 @@ Setup resolve_setup(const SetupOptions& o) {
                     "attention by default, later releases with sdpa (which skips the soft-capping; "
                     "they warn to train Gemma-2 with eager); planned with sdpa, --attention eager "
                     "for the recommended one");
+  }
+  if (o.transformers.empty() && model.shape().fused_experts) {
+    // docs/models.md "Mixture of experts": the layout changes the kernels, the host's work and
+    // the ZeRO-3 gathers of every MoE block.
+    notes.push_back(model.name() + "'s experts are planned as transformers 5 builds them (" +
+                    model.shape().moe_block_name +
+                    ".experts: two 3D tensors, run by grouped_mm); with transformers 4.x (a "
+                    "module per expert, a Python loop over them) give --transformers 4");
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);

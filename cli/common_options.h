@@ -46,6 +46,7 @@ struct SetupOptions {
   bool no_flash_attention = false;  // the older spelling of --attention eager
   std::string loss;       // --loss: "", "standard", "no-upcast", "fused", "liger"
   bool no_zero_init = false;  // --no-zero-init: the model is built outside deepspeed.zero.Init
+  std::string transformers;   // --transformers as given ("5", "4.57.1"); empty: 5
   // Fine-tuning (models/finetune.h): --lora-rank, --lora-targets, --trainable.
   std::optional<int64_t> lora_rank;
   std::optional<std::string> lora_targets;
@@ -69,10 +70,15 @@ struct SetupOptions {
 };
 
 // Adds --model --hw --gpus --nodes --seq-len --micro-batch --gas --global-batch --precision
-// --checkpointing --attention --no-flash-attention --loss --lora-rank --lora-targets --trainable.
+// --checkpointing --attention --no-flash-attention --loss --transformers --lora-rank
+// --lora-targets --trainable.
 // With `zero_flags`, also --ds-config and
 // the ZeRO flags.
 void add_setup_options(CLI::App& app, SetupOptions& options, bool zero_flags);
+
+// --transformers: the release line's major version, 4 or 5 (the default, empty). Throws
+// InputError naming the flag for anything else.
+int resolve_transformers(const SetupOptions& options);
 
 // True iff any ZeRO flag (--stage, --offload-*, bucket sizes, ...) was given.
 bool any_zero_flag(const SetupOptions& options);

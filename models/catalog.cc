@@ -132,8 +132,8 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
                          "parallel_norms", "lm_head_bias", "fused_qkv", "fused_gate_up",
                          "experts", "experts_per_token", "expert_ffn", "shared_expert_ffn",
                          "shared_expert_gate", "dense_layers", "moe_block_class",
-                         "moe_block_name", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                         "qk_rope_head_dim", "v_head_dim"});
+                         "moe_block_name", "fused_experts", "q_lora_rank", "kv_lora_rank",
+                         "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
   s.layers = r.integer("layers");
   s.hidden = r.integer("hidden");
   s.heads = r.integer("heads");
@@ -176,6 +176,9 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   read_int(r, "dense_layers", &s.dense_layers);
   if (r.has("moe_block_class")) s.moe_block_class = r.string("moe_block_class");
   if (r.has("moe_block_name")) s.moe_block_name = r.string("moe_block_name");
+  read_bool(r, "fused_experts", &s.fused_experts);
+  // A TopKRouter module in transformers 5's layout (ModelShape::router_linear).
+  s.router_linear = !s.fused_experts;
   read_int(r, "q_lora_rank", &s.q_lora_rank);
   read_int(r, "kv_lora_rank", &s.kv_lora_rank);
   read_int(r, "qk_nope_head_dim", &s.qk_nope_head_dim);
@@ -187,13 +190,13 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
 namespace {
 
 // A model file: a Hugging Face config.json or a zplan model file.
-Model load_model_file(const std::string& spec) {
+Model load_model_file(const std::string& spec, int transformers_major) {
   nlohmann::json doc = load_json_file(spec);
   if (!doc.is_object()) {
     throw InputError(spec, "must be a JSON object (a Hugging Face config.json or a zplan model "
                            "file), got " + describe_json_value(doc));
   }
-  if (doc.contains("model_type")) return model_from_hf_config(doc, spec);
+  if (doc.contains("model_type")) return model_from_hf_config(doc, spec, transformers_major);
   if (doc.contains("family")) return model_from_zplan_json(doc, spec);
   throw InputError(spec,
                    "neither a Hugging Face config.json (no \"model_type\") nor a zplan model "
@@ -202,7 +205,7 @@ Model load_model_file(const std::string& spec) {
 
 }  // namespace
 
-Model load_model(const std::string& spec) {
+Model load_model(const std::string& spec, int transformers_major) {
   if (spec.empty()) {
     throw InputError("--model", "is empty; presets: " + preset_list() +
                                     ", or give a path to a config.json");
@@ -222,7 +225,7 @@ Model load_model(const std::string& spec) {
     throw InputError(spec, "is a directory without a config.json (a Hugging Face model "
                            "folder holds one); give the config file or a preset");
   }
-  return load_model_file(file);
+  return load_model_file(file, transformers_major);
 }
 
 // A Hugging Face model folder (a download, or the Hub's snapshot layout) stands for its

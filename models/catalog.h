@@ -22,14 +22,20 @@ std::string preset_description(const std::string& name);
 // either a Hugging Face config.json (has "model_type") or a zplan model file (has "family"), or
 // a Hugging Face model folder (its config.json). Throws InputError: an unknown name lists the
 // presets; a bad file names the file and pointer.
-Model load_model(const std::string& spec);
+//
+// `transformers_major` is the transformers release line the training runs (5 or 4): it decides
+// how a Hugging Face mixture of experts is laid out (ModelShape::fused_experts; docs/models.md
+// "Mixture of experts"). A zplan model file says its own layout (fused_experts).
+constexpr int kDefaultTransformers = 5;
+Model load_model(const std::string& spec, int transformers_major = kDefaultTransformers);
 
 // The file a --model path is read from: `spec` itself, or a folder's config.json.
 std::string model_file_of(const std::string& spec);
 
 // A Hugging Face config.json of one of hf_model_types() (docs/models.md).
 // `file` names the source in error messages.
-Model model_from_hf_config(const nlohmann::json& config, const std::string& file);
+Model model_from_hf_config(const nlohmann::json& config, const std::string& file,
+                           int transformers_major = kDefaultTransformers);
 
 // The model_type values model_from_hf_config reads, in the order `zplan models` lists them.
 std::vector<std::string> hf_model_types();

@@ -119,7 +119,9 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
   std::vector<ComputeOp> ops;
   for (const ComputeOp& base : layer.ops) {
     ops.push_back(base);
-    if (base.kind != OpKind::kGemm) continue;
+    // PEFT's target_modules wraps nn.Linear modules only: not transformers 5's 3D expert
+    // tensors or its TopKRouter weights (ComputeOp::peft_linear).
+    if (base.kind != OpKind::kGemm || !base.peft_linear) continue;
     bool hit = false;
     for (const std::string& t : targets) {
       if (target_matches(t, base.name)) {
@@ -315,7 +317,10 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
         if (layer.kind != LayerKind::kBlock) continue;
         for (const ComputeOp& op : layer.ops) {
           const std::string last = last_component(op.name);
-          if (op.kind != OpKind::kGemm || last == "lora_A" || last == "lora_B") continue;
+          if (op.kind != OpKind::kGemm || !op.peft_linear || last == "lora_A" ||
+              last == "lora_B") {
+            continue;
+          }
           if (seen.insert(last).second) names += (names.empty() ? "" : ", ") + last;
         }
       }
@@ -325,9 +330,16 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
         if (!seen.count(a)) aliases += std::string(a) + ", ";
       }
+      const std::string fused =
+          shape.fused_experts
+              ? "; transformers 5 keeps the routed experts as 3D tensors of " +
+                    shape.moe_block_name + ".experts, which target_modules cannot wrap "
+                    "(PEFT's target_parameters is not modelled; --transformers 4 builds a "
+                    "Linear per expert)"
+              : std::string();
       throw InputError("--lora-targets", "'" + t + "' matches no linear of " + model.name() +
                                              " (its block linears: " + names + "; or " +
-                                             aliases + "all-linear)");
+                                             aliases + "all-linear" + fused + ")");
     }
   } else {
     // Freeze whole layers from the bottom while at most (1 - F) of the parameters are frozen.

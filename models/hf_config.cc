@@ -265,14 +265,21 @@ void require_empty_list(const JsonReader& r, const char* key, const std::string&
 // mlp_only_layers [] put experts in every block), DeepseekV2Config (n_routed_experts,
 // num_experts_per_tok and n_shared_experts have no default; moe_intermediate_size 1407;
 // first_k_dense_replace 0 dense blocks first; moe_layer_freq 1).
-void read_experts(const JsonReader& r, const std::string& type, ModelShape& s) {
+void read_experts(const JsonReader& r, const std::string& type, int transformers_major,
+                  ModelShape& s) {
   // The block's class (in each model type's modeling file) and its decoder-layer attribute.
   const char* block_class = type == "mixtral"     ? "MixtralSparseMoeBlock"
                             : type == "qwen2_moe" ? "Qwen2MoeSparseMoeBlock"
                             : type == "qwen3_moe" ? "Qwen3MoeSparseMoeBlock"
                                                   : "DeepseekV2Moe";
   s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
-  s.moe_block_name = type == "mixtral" ? "block_sparse_moe" : "mlp";
+  // transformers 5 moved Mixtral's block to `mlp` with the experts' 3D layout
+  // (MixtralDecoderLayer.mlp = MixtralSparseMoeBlock); 4.x named it block_sparse_moe.
+  s.fused_experts = transformers_major >= 5;
+  s.moe_block_name = type == "mixtral" && !s.fused_experts ? "block_sparse_moe" : "mlp";
+  // transformers 5's routers are TopKRouter modules of their own (MixtralTopKRouter,
+  // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E).
+  s.router_linear = !s.fused_experts || type == "deepseek_v2";
   if (type == "mixtral") {
     s.experts = optional_dim(r, "num_local_experts", 8, kMaxWidth);
     s.experts_per_token = optional_dim(r, "num_experts_per_tok", 2, kMaxWidth);
@@ -340,7 +347,7 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
 // The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Phi-3, OLMo-2, Mixtral, Qwen2-MoE,
 // Qwen3-MoE, DeepSeek-V2. Sliding windows, soft-capping, rope scaling and query scaling change
 // neither parameters nor stored activations and are ignored.
-ModelShape decoder(const JsonReader& r, const DecoderType& t) {
+ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_major) {
   const std::string type = t.type;
   ModelShape s = family_defaults(Family::kLlama);
   read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -387,7 +394,7 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t) {
     s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
   }
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2") {
-    read_experts(r, type, s);
+    read_experts(r, type, transformers_major, s);
   }
   if (type == "gemma2" || type == "gemma3_text") {
     // Gemma2Config: both caps default on; null turns one off (modeling_gemma2.py tests `is not
@@ -499,7 +506,8 @@ std::vector<std::string> hf_model_types() {
   return out;
 }
 
-Model model_from_hf_config(const nlohmann::json& config, const std::string& file) {
+Model model_from_hf_config(const nlohmann::json& config, const std::string& file,
+                           int transformers_major) {
   JsonReader r(config, file);
   if (!config.is_object()) r.fail("must be a JSON object, got " + describe_json_value(config));
   std::string type = r.string("model_type");
@@ -513,7 +521,7 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
   } else if (type == "opt") {
     shape = opt(r);
   } else if (const DecoderType* t = decoder_type(type)) {
-    shape = decoder(r, *t);
+    shape = decoder(r, *t, transformers_major);
   } else if (type == "gptj") {
     shape = gptj(r);
   } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {

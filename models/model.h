@@ -107,6 +107,14 @@ struct ModelShape {
   // build_model gives an MoE shape without them Mixtral's.
   std::string moe_block_class;
   std::string moe_block_name;
+  // The experts' layout (transformers 5, which keeps them as 3D tensors in one module, against
+  // 4.x's nn.ModuleList of expert MLPs): false builds 4.x's per-expert Linears and their Python
+  // loop; true builds <block>.experts with gate_up_proj [E, 2f, h] and down_proj [E, h, f] run by
+  // torch._grouped_mm (transformers' default experts_implementation, "grouped_mm"), its router
+  // a TopKRouter module of its own rather than an nn.Linear (except DeepSeek-V2's, whose gate
+  // stays an nn.Linear: router_linear).
+  bool fused_experts = false;
+  bool router_linear = true;
 
   // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
   // q_proj (q_lora_rank 0) or q_a_proj -> q_a_layernorm -> q_b_proj; keys and values from a
@@ -209,6 +217,12 @@ struct ComputeOp {
   // kGemm: the weight does not require grad (a frozen linear, models/finetune.h), so backward
   // computes only the input gradient dX = dY W^T: 1x the forward FLOPs instead of 2x.
   bool frozen_weight = false;
+  // kGemm: one torch._grouped_mm over `groups` equal GEMMs, the routed rows split evenly among
+  // them (transformers 5's experts): each group's GEMM is priced at its own shape, one launch.
+  int64_t groups = 1;
+  // kGemm: the weight is an nn.Linear's, so PEFT's target_modules can wrap it (not the 3D
+  // expert tensors or a TopKRouter's weight of transformers 5).
+  bool peft_linear = true;
   TpSplit tp = TpSplit::kReplicated;  // its layout under AutoTP
 };
 

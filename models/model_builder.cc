@@ -311,7 +311,7 @@ ModelShape normalized(ModelShape s, const std::string& where) {
     }
     if (s.moe_block_name.empty()) s.moe_block_name = "block_sparse_moe";
   } else if (s.experts_per_token != 0 || s.expert_ffn != 0 || s.shared_expert_ffn != 0 ||
-             s.dense_layers != 0 || s.shared_expert_gate) {
+             s.dense_layers != 0 || s.shared_expert_gate || s.fused_experts) {
     fail(where, "experts", "expert settings given without experts (experts must be > 0)");
   }
   check_range(where, "kv_lora_rank", s.kv_lora_rank, 0, kMaxWidth);
@@ -518,8 +518,10 @@ class TransformerBuilder {
     b.linear(p + n_.fc2, s_.ffn, s_.hidden, mlp_bias_, TpSplit::kRow);
   }
 
-  // The sparse MoE block as Hugging Face transformers 4.x builds it (MixtralSparseMoeBlock,
-  // Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, DeepseekV2Moe): the router Linear(h, E), and
+  // The sparse MoE block (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock,
+  // DeepseekV2Moe, DeepseekV3MoE): the router (E x h), then the experts in transformers 5's
+  // layout (fused_experts: fused_experts() below) or, as Hugging Face transformers 4.x builds
+  // them, with the router an nn.Linear(h, E) and
   // per expert an nn.Module of three Linears (gate_proj, up_proj, down_proj; Mixtral's
   // MixtralBlockSparseTop2MLP names them w1, w3, w2, and the block block_sparse_moe, as PEFT's
   // target_modules and leaf_module's names see them), and the shared expert's; no biases. Each
@@ -533,25 +535,80 @@ class TransformerBuilder {
   // weight's multiply and index_add_ into the output. The experts are balanced: each runs
   // experts_per_token / experts of the tokens (load imbalance is not modelled).
   void experts(LayerBuilder& b, const std::string& p) {
-    const int64_t h = s_.hidden, fe = s_.expert_ffn, fs = s_.shared_expert_ffn;
+    const int64_t h = s_.hidden;
     const std::string m = p + s_.moe_block_name;
     const bool mixtral = s_.moe_block_class_name() == "MixtralSparseMoeBlock";
     const std::string gate_name = mixtral ? "w1" : "gate_proj";
     const std::string up_name = mixtral ? "w3" : "up_proj";
     const std::string down_name = mixtral ? "w2" : "down_proj";
     const double k = static_cast<double>(s_.experts_per_token);
-    const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
-    const double rows = k / static_cast<double>(s_.experts);  // an expert's rows per token
+    const double hd = static_cast<double>(h);
     auto add = [&](const std::string& name, int64_t numel) {
       Module mod{name, {{name + ".weight", numel}}, ""};
       mod.moe_block = true;
       return b.add_module(std::move(mod));
     };
     b.gemm(m + ".gate", s_.experts, h, add(m + ".gate", s_.experts * h));
+    b.layer().ops.back().peft_linear = s_.router_linear;
     // Softmax in fp32, top-k, renormalize, cast, the expert mask (one_hot) and which experts it
     // hits: read the 16-bit logits, write fp32 probabilities and the k chosen weights and
     // indices (estimate); and the zeroed output the experts add into (2h).
     b.memory_op("router_topk", 6.0 * static_cast<double>(s_.experts) + 12.0 * k + 2.0 * hd);
+    if (s_.fused_experts) {
+      fused_experts(b, m);
+    } else {
+      expert_loop(b, m, gate_name, up_name, down_name, add);
+    }
+    shared_experts(b, m, add);
+  }
+
+  // transformers 5's <Type>Experts (modeling_mixtral.py MixtralExperts, and the same class in
+  // every MoE model): one module holding gate_up_proj [E, 2f, h] and down_proj [E, h, f], run by
+  // integrations/moe.py grouped_mm_experts_forward, the default experts_implementation: the
+  // routed rows gathered (hidden_states[token_idx]) and sorted by expert (argsort, histc,
+  // cumsum for the offsets), one torch._grouped_mm for gate and up, chunk, act(gate) * up, one
+  // for down, the routing weight's multiply, the inverse permutation and index_add_. ZeRO-3
+  // gathers the two tensors as one module, whichever experts the tokens reach.
+  void fused_experts(LayerBuilder& b, const std::string& m) {
+    const int64_t h = s_.hidden, fe = s_.expert_ffn;
+    const double k = static_cast<double>(s_.experts_per_token);
+    const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
+    const std::string x = m + ".experts";
+    Module mod{x,
+               {{x + ".gate_up_proj", s_.experts * 2 * fe * h},
+                {x + ".down_proj", s_.experts * h * fe}},
+               ""};
+    mod.moe_block = true;
+    const int experts = b.add_module(std::move(mod));
+    // argsort of the k routed slots and of its permutation (int64 keys and indices, read and
+    // written), histc and cumsum over them (estimate): 40 bytes per routed slot.
+    b.memory_op(x + ".sort", 40.0 * k);
+    // hidden_states[token_idx], then [perm]: read and write h per routed row, twice.
+    b.memory_op(x + ".dispatch", 8.0 * hd * k);
+    auto grouped = [&](const std::string& name, int64_t n, int64_t kdim) {
+      b.gemm(name, n, kdim, experts);
+      ComputeOp& op = b.layer().ops.back();
+      op.token_factor = k;
+      op.groups = s_.experts;
+      op.peft_linear = false;
+    };
+    grouped(x + ".gate_up_proj", 2 * fe, h);
+    // chunk (views), act(gate) (read f, write f) and the product (read two, write one).
+    b.memory_op(x + ".act", 10.0 * fed * k);
+    grouped(x + ".down_proj", h, fe);
+    // The routing weight's multiply (read and write h), out[inv_perm] (read and write h) and
+    // index_add_ into the output (read the row and the output row, write it): 14h per row.
+    b.memory_op(x + ".combine", 14.0 * hd * k);
+  }
+
+  // transformers 4.x: per expert an nn.Module of three Linears, run by the modeling code's loop.
+  template <typename Add>
+  void expert_loop(LayerBuilder& b, const std::string& m, const std::string& gate_name,
+                   const std::string& up_name, const std::string& down_name, Add& add) {
+    const int64_t h = s_.hidden, fe = s_.expert_ffn;
+    const double k = static_cast<double>(s_.experts_per_token);
+    const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
+    const double rows = k / static_cast<double>(s_.experts);  // an expert's rows per token
     for (int64_t e = 0; e < s_.experts; ++e) {
       const std::string x = m + ".experts." + std::to_string(e) + ".";
       const int gate = add(x + gate_name, fe * h);
@@ -570,9 +627,19 @@ class TransformerBuilder {
       // the row and the output row, write it): 10h per row.
       b.memory_op(x + "combine", 10.0 * hd * rows);
     }
+  }
+
+  // The always-on shared expert: Qwen2-MoE's shared_expert with its sigmoid shared_expert_gate,
+  // DeepSeek's shared_experts (DeepseekV2Moe / DeepseekV3MoE: n_shared_experts MLPs fused into
+  // one of n * width), nn.Linears in both layouts.
+  template <typename Add>
+  void shared_experts(LayerBuilder& b, const std::string& m, Add& add) {
+    const int64_t h = s_.hidden, fs = s_.shared_expert_ffn;
+    const double hd = static_cast<double>(h);
     if (fs > 0) {
       const double fsd = static_cast<double>(fs);
-      const std::string x = m + ".shared_expert.";
+      const bool deepseek = s_.moe_block_class_name().rfind("Deepseek", 0) == 0;
+      const std::string x = m + (deepseek ? ".shared_experts." : ".shared_expert.");
       b.gemm(x + "gate_proj", fs, h, add(x + "gate_proj", fs * h));
       b.memory_op("shared_silu", 4.0 * fsd);
       b.gemm(x + "up_proj", fs, h, add(x + "up_proj", fs * h));

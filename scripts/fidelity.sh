@@ -183,6 +183,8 @@ def check_case(c, i):
         bad(where, "checkpointing must be none, full or cpu, got %s" % json.dumps(c["checkpointing"]))
     if "flash_attention" in c and type(c["flash_attention"]) is not bool:
         bad(where, "flash_attention must be true or false")
+    if "transformers" in c and c["transformers"] not in ("4", "5"):
+        bad(where, "transformers must be \"4\" or \"5\" (the release line the run used)")
     if c.get("verdict") not in ("fits", "oom"):
         bad(where, "'verdict' must be \"fits\" or \"oom\" (what the run did)")
     if type(c.get("measured", [])) is not list:
@@ -269,7 +271,8 @@ if sys.argv[6] == "1":
                 c["seq_len"], c["micro_batch"], c["gas"], c["global_batch"], c["precision"], c.get("checkpointing", "as the ds_config says"),
                 c.get("attention", {False: "no fused attention", True: "flash attention"}.get(c.get("flash_attention"), "sdpa (zplan's default)"))
                 + (", %s loss" % c["loss"] if "loss" in c else "")
-                + (", model built outside zero.Init" if c.get("zero_init") is False else ""))
+                + (", model built outside zero.Init" if c.get("zero_init") is False else "")
+                + (", transformers %s" % c["transformers"] if "transformers" in c else ""))
             comp = "; ".join(
                 "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
                                 " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
@@ -334,6 +337,10 @@ def run_case(c, tmp, sets=None):
     # and hands it to deepspeed.initialize (ZeRO-3 then moves it whole to the GPU first).
     if c.get("zero_init") is False:
         cmd.append("--no-zero-init")
+    # "transformers" (optional): "4" where the run's transformers built a mixture of experts
+    # as 4.x does (a module per expert Linear); without it, zplan's default (5).
+    if "transformers" in c:
+        cmd += ["--transformers", c["transformers"]]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

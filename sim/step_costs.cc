@@ -59,9 +59,20 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       // A frozen weight (requires_grad false) needs no dW: mm's backward computes only the
       // gradients of the inputs that require grad (PyTorch's derivatives.yaml for mm/addmm,
       // each formula under grad_input_mask), so backward is one GEMM, 1x the forward FLOPs.
-      t.fwd_s = gemm_time_s(gpu, rows, n, k, dtype_bytes);
-      t.bwd_s = gemm_time_s(gpu, rows, k, n, dtype_bytes);
-      if (!op.frozen_weight) t.bwd_s += gemm_time_s(gpu, k, n, rows, dtype_bytes);
+      // A grouped GEMM (transformers 5's experts under torch._grouped_mm): `groups` GEMMs of
+      // rows / groups rows each, every one at its own shape's efficiency, in one kernel launch;
+      // its backward is two grouped GEMMs, dX per group and dW per group (k x n over the
+      // group's rows).
+      const double g = static_cast<double>(std::max<int64_t>(1, op.groups));
+      auto grouped = [&](double m, double nn, double kk) {
+        if (g <= 1) return gemm_time_s(gpu, m, nn, kk, dtype_bytes);
+        const double one = gemm_time_s(gpu, m, nn, kk, dtype_bytes);
+        return one > 0 ? g * (one - gpu.kernel_launch_s) + gpu.kernel_launch_s : 0.0;
+      };
+      const double rows_g = rows / g;
+      t.fwd_s = grouped(rows_g, n, k);
+      t.bwd_s = grouped(rows_g, k, n);
+      if (!op.frozen_weight) t.bwd_s += grouped(k, n, rows_g);
       t.fwd_flops = 2 * rows * n * k;
       t.bwd_flops = (op.frozen_weight ? 1 : 2) * t.fwd_flops;
       break;
@@ -121,7 +132,8 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
     if (x.kind != y.kind || x.n != y.n || x.k != y.k || x.heads != y.heads ||
         x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
         x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
-        x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight) {
+        x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
+        x.groups != y.groups) {
       return false;
     }
   }

@@ -72,6 +72,10 @@ std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig&
 
 std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
                           const std::string& file) {
+  // transformers 5's experts are one module (ModelShape::fused_experts): without a leaf ZeRO-3
+  // gathers the router, the experts' two tensors and the shared expert module by module, the
+  // same on every rank whichever experts its tokens reach, so there is nothing to warn of.
+  if (model.shape().fused_experts) return "";
   const std::string cls = missing_moe_leaf_class(model, zero);
   if (cls.empty()) return "";
   const std::string where = file.empty() ? std::string("zero_optimization.leaf_module")

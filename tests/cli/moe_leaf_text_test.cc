@@ -15,9 +15,10 @@ TEST_CASE("a ZeRO-3 file whose MoE blocks are not leaves gets a note", "[cli]") 
   TempFile plain(ds_config(R"("stage": 3)"), "plain.json");
   for (const char* cmd : {"memory", "simulate"}) {
     INFO(cmd);
+    // transformers 4.x: a module per expert Linear, gathered as the router reaches them.
     const std::string run = std::string(cmd) +
                             " --model examples/hf/Mixtral-8x7B-v0.1.json --gpus 8 --hw h100 "
-                            "--seq-len 1024 --ds-config ";
+                            "--seq-len 1024 --transformers 4.57.1 --ds-config ";
     RunResult r = run_zplan(run + none.path);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -32,6 +33,24 @@ TEST_CASE("a ZeRO-3 file whose MoE blocks are not leaves gets a note", "[cli]") 
     REQUIRE(r.exit_code == 0);
     CHECK(r.err.find("leaf") == std::string::npos);
     CHECK(r.out.find("leaf_module") == std::string::npos);
+    // transformers 5 (the default): the experts are one module, the same gathers on every
+    // rank: the file is priced as it reads, with nothing to warn of.
+    r = run_zplan(std::string(cmd) +
+                  " --model examples/hf/Mixtral-8x7B-v0.1.json --gpus 8 --hw h100 "
+                  "--seq-len 1024 --ds-config " + none.path);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("leaf") == std::string::npos);
+    CHECK(r.out.find(", leaf_module classes []\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("the transformers flag takes 5 or 4, as a release line or a version", "[cli]") {
+  for (const char* bad : {"3", "6.0", "five", "45"}) {
+    INFO(bad);
+    RunResult r = run_zplan(std::string("memory --model examples/hf/Mixtral-8x7B-v0.1.json "
+                                        "--gpus 8 --hw h100 --stage 3 --transformers ") + bad);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--transformers: must be 5 or 4") != std::string::npos);
   }
 }
 

@@ -64,7 +64,7 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(m.shape().experts_per_token == 2);
   }
   SECTION("Qwen1.5-MoE-A2.7B: 60 experts, top 4, gated shared expert, q/k/v biases") {
-    Model m = load_model(data_path("Qwen1.5-MoE-A2.7B.json"));
+    Model m = load_model(data_path("Qwen1.5-MoE-A2.7B.json"), 4);
     CHECK(m.num_params() == 14'315'784'192);
     const int64_t h = 2048;
     CHECK(numel_under(m, "layers.0.mlp") ==
@@ -72,6 +72,13 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(numel_of(m, "layers.0.mlp.experts.59.down_proj") == 1408 * h);
     CHECK(numel_of(m, "layers.0.self_attn.q_proj") == h * h + h);
     CHECK(m.active_params() == 2'689'173'504);  // less 24 * 56 unvisited experts
+    // transformers 5: the same tensors' elements, the experts as one module of two 3D tensors.
+    Model v5 = load_model(data_path("Qwen1.5-MoE-A2.7B.json"));
+    CHECK(v5.num_params() == m.num_params());
+    CHECK(v5.active_params() == m.active_params());
+    CHECK(numel_of(v5, "layers.0.mlp.experts") == 60 * 3 * h * 1408);
+    CHECK(numel_under(v5, "layers.0.mlp") == numel_under(m, "layers.0.mlp"));
+    CHECK(find_module(v5, "layers.0.mlp.experts.59.down_proj") == nullptr);
   }
   SECTION("Qwen3-30B-A3B: 128 experts, top 8, per-head q/k norms") {
     Model m = load_model(data_path("Qwen3-30B-A3B.json"));
@@ -177,7 +184,7 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
 }
 
 TEST_CASE("MoE: FLOPs count the routed experts a token visits, memory counts all", "[models]") {
-  Model m = load_model(example_path("Mixtral-8x7B-v0.1.json"));
+  Model m = load_model(example_path("Mixtral-8x7B-v0.1.json"), 4);
   const int64_t h = 4096, f = 14336, s = 4096;
   // Forward FLOPs of one block per token: attention GEMMs, the router, two of eight experts.
   const double per_token_gemm =
@@ -203,6 +210,25 @@ TEST_CASE("MoE: FLOPs count the routed experts a token visits, memory counts all
   Model dense = load_model(example_path("Mistral-7B-v0.1.json"));
   LayerActivations d = dense.layer_activations(1, 1024, 1, o);
   CHECK(a.stored_bytes - d.stored_bytes == Approx(2.0 * 1024 * (8 + 2 * (2 * h + 4 * f) - 4 * f)));
+
+  // transformers 5 (the default): the same FLOPs and activations; the experts are one module
+  // (MixtralExperts), DeepSpeed's largest layer, run as two grouped GEMMs over all routed rows.
+  Model v5 = load_model(example_path("Mixtral-8x7B-v0.1.json"));
+  CHECK(v5.shape().fused_experts);
+  CHECK(v5.layer_forward_flops(1, s, 1) == Approx(m.layer_forward_flops(1, s, 1)));
+  CHECK(v5.layer_activations(1, 1024, 1, o).stored_bytes == Approx(a.stored_bytes));
+  CHECK(v5.largest_module_params() == 8LL * 3 * h * f);
+  int grouped = 0;
+  for (const ComputeOp& op : v5.layers()[1].ops) {
+    if (op.kind != OpKind::kGemm || op.token_factor == 1) continue;
+    ++grouped;
+    CHECK(op.token_factor == Approx(2.0));
+    CHECK(op.groups == 8);
+    CHECK_FALSE(op.peft_linear);
+  }
+  CHECK(grouped == 2);
+  CHECK(find_module(v5, "layers.0.mlp.experts") != nullptr);
+  CHECK(find_module(v5, "layers.0.block_sparse_moe.gate") == nullptr);
 }
 
 TEST_CASE("MLA: attention FLOPs from the query/key and value head dims", "[models]") {

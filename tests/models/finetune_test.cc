@@ -13,11 +13,12 @@ using testing::data_path;
 using testing::example_path;
 using testing::input_error_of;
 
-Model lora(const std::string& model, int64_t r, const std::string& targets) {
+Model lora(const std::string& model, int64_t r, const std::string& targets,
+           int transformers = kDefaultTransformers) {
   FineTune ft;
   ft.lora_rank = r;
   ft.lora_targets = parse_lora_targets(targets);
-  return apply_finetune(load_model(model), ft);
+  return apply_finetune(load_model(model, transformers), ft);
 }
 
 Model partial(const std::string& model, double fraction) {
@@ -61,7 +62,7 @@ TEST_CASE("LoRA adapters on llama3-8b: r*(in+out) per target per layer, base fro
   CHECK(describe_finetune(lora(example_path("falcon-7b.json"), 16, "q_proj,v_proj").finetune()) ==
         "LoRA rank 16 on q_proj,v_proj (the linears query_key_value; base weights frozen)");
   CHECK(describe_finetune(
-            lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "gate_proj").finetune()) ==
+            lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "gate_proj", 4).finetune()) ==
         "LoRA rank 8 on gate_proj (the linears w1; base weights frozen)");
   CHECK(describe_finetune(lora("llama3-8b", 16, "v_proj,q_proj").finetune()) ==
         "LoRA rank 16 on v_proj,q_proj (base weights frozen)");
@@ -77,18 +78,32 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   // 16*(4544+4672) = 147456 per layer, x 32 = 4,718,592 (PEFT's figure for falcon-7b).
   CHECK(lora(example_path("falcon-7b.json"), 16, "query_key_value").trainable_params() ==
         4'718'592);
-  // Mixtral-8x7B: down_proj of each of the 8 experts, 14336 -> 4096:
+  // Mixtral-8x7B under transformers 4.x: down_proj of each of the 8 experts, 14336 -> 4096:
   // 8 experts * 8*(14336+4096) = 1,179,648 per layer, x 32 = 37,748,736.
-  const Model mixtral = lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "down_proj");
+  const std::string mixtral_file = example_path("Mixtral-8x7B-v0.1.json");
+  const Model mixtral = lora(mixtral_file, 8, "down_proj", 4);
   CHECK(mixtral.trainable_params() == 37'748'736);
   // The same experts by Mixtral's own names, as PEFT users target them: w2 is the down
   // projection, w1 and w3 the gate and up (each 4096 -> 14336, the same r*(in+out)).
-  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w2").trainable_params() == 37'748'736);
-  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w1,w2,w3").trainable_params() ==
-        3 * 37'748'736);
-  CHECK(lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "w1,w2,w3").trainable_params() ==
-        lora(example_path("Mixtral-8x7B-v0.1.json"), 8, "gate_proj,up_proj,down_proj")
-            .trainable_params());
+  CHECK(lora(mixtral_file, 8, "w2", 4).trainable_params() == 37'748'736);
+  CHECK(lora(mixtral_file, 8, "w1,w2,w3", 4).trainable_params() == 3 * 37'748'736);
+  CHECK(lora(mixtral_file, 8, "w1,w2,w3", 4).trainable_params() ==
+        lora(mixtral_file, 8, "gate_proj,up_proj,down_proj", 4).trainable_params());
+  // transformers 5 keeps the experts as MixtralExperts' 3D tensors and routes with a
+  // MixtralTopKRouter: neither is an nn.Linear, so PEFT's target_modules reaches neither.
+  // all-linear is the attention's four linears alone: 8*(2h + 2(h+1024)) * 2 = 8 * 26624 per
+  // layer, x 32 = 6,815,744.
+  CHECK(lora(mixtral_file, 8, "all-linear").trainable_params() == 6'815'744);
+  CHECK(lora(mixtral_file, 8, "all-linear", 4).trainable_params() ==
+        6'815'744 + 3 * 37'748'736 + 32 * 8 * (4096 + 8));  // + the experts and the router
+  const std::string none = input_error_of([&] { lora(mixtral_file, 8, "w1"); });
+  CHECK_THAT(none, Catch::Contains("'w1' matches no linear"));
+  CHECK_THAT(none, Catch::Contains("transformers 5 keeps the routed experts as 3D tensors"));
+  CHECK_THAT(none, Catch::Contains("--transformers 4"));
+  // Qwen1.5-MoE under transformers 5: down_proj reaches the shared expert's alone (5632 ->
+  // 2048), 8 * 7680 per layer, x 24 = 1,474,560.
+  CHECK(lora(data_path("Qwen1.5-MoE-A2.7B.json"), 8, "down_proj").trainable_params() ==
+        1'474'560);
   // DeepSeek-V2-Lite (no q_lora_rank): k_proj selects kv_a_proj_with_mqa (h -> kv_lora + rope)
   // and kv_b_proj (kv_lora -> heads*(nope + v)).
   const Model ds = load_model(data_path("DeepSeek-V2-Lite.json"));

@@ -22,9 +22,10 @@ using namespace testing;
 
 using Names = std::vector<std::string>;
 
-models::Model mixtral() {
-  return models::load_model(std::string(ZPLAN_SOURCE_DIR) +
-                            "/examples/hf/Mixtral-8x7B-v0.1.json");
+// transformers 4.x's layout (a module per expert Linear) unless `transformers` says 5.
+models::Model mixtral(int transformers = 4) {
+  return models::load_model(
+      std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", transformers);
 }
 
 models::Model data_model(const std::string& name) {
@@ -131,8 +132,41 @@ TEST_CASE("a leaf MoE block is one stage-3 gather, otherwise each expert Linear 
   CHECK(model.largest_module_params() == 32000LL * h);
 }
 
+TEST_CASE("transformers 5's experts are one module: one gather, leaf or not, and no hang note",
+          "[sim]") {
+  const models::Model model = mixtral(5);
+  const int64_t h = 4096, f = 14336;
+  CHECK(model.shape().moe_block_name == "mlp");
+  DsConfig c = built(3);
+  const ZeroSizes leaf = zero_sizes(model, 32, c);
+  c.zero.leaf_module.classes = {};
+  const ZeroSizes each = zero_sizes(model, 32, c);
+  const models::Layer& block = model.layers()[1];
+  int experts = -1;
+  for (size_t i = 0; i < block.modules.size(); ++i) {
+    if (block.modules[i].name == "layers.0.mlp.experts") experts = static_cast<int>(i);
+  }
+  REQUIRE(experts >= 0);
+  int leaf_fetches = 0, each_fetches = 0;
+  for (size_t i = 0; i < block.modules.size(); ++i) {
+    if (!block.modules[i].moe_block) continue;
+    leaf_fetches += leaf.module_fetch[1][i] > 0;
+    each_fetches += each.module_fetch[1][i] > 0;
+  }
+  // The router (8 x 4096) is persistent either way; the experts' two 3D tensors are one fetch.
+  CHECK(leaf_fetches == 1);
+  CHECK(each_fetches == 1);
+  CHECK(each.module_fetch[1][experts] == Approx(8.0 * 3 * h * f));
+  CHECK(each.module_fetch_tensors[1][experts] == 2);
+  CHECK(each.largest_fetch == Approx(8.0 * 3 * h * f));
+  CHECK(model.largest_module_params() == 8LL * 3 * h * f);
+  // Gathers are the same on every rank whichever experts its tokens reach: no note.
+  CHECK(moe_leaf_note(model, c.zero, "ds.json").empty());
+  CHECK_FALSE(moe_leaf_note(mixtral(4), c.zero, "ds.json").empty());
+}
+
 TEST_CASE("without a leaf, stage 3 hooks every expert Linear: more host time a step", "[sim]") {
-  const models::Model model = mixtral();
+  models::Model model = mixtral();
   hardware::Profile p = hardware::load_profile("h100");
   const hardware::Cluster cluster = hardware::make_cluster(p, 32, 4);
   ParseContext ctx;
@@ -151,6 +185,12 @@ TEST_CASE("without a leaf, stage 3 hooks every expert Linear: more host time a s
   // backward differs a little), in 24 gathers per block instead of one.
   CHECK(each.wire_bytes == Approx(leaf.wire_bytes).epsilon(0.02));
   CHECK(each.step_time_s > leaf.step_time_s);
+  // transformers 5 (grouped_mm over the experts' 3D tensors): the same bytes gathered, with
+  // neither the per-expert hooks nor the per-expert loop's kernels: faster than 4.x's leaf.
+  model = mixtral(5);
+  const StepResult fused = run({{"stage", 3}});
+  CHECK(fused.wire_bytes == Approx(leaf.wire_bytes).epsilon(0.02));
+  CHECK(fused.step_time_s < leaf.step_time_s);
 }
 
 }  // namespace
