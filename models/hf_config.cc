@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
-// opt, and the general decoder's types (qwen3, gemma, gemma2, phi3, olmo2, mixtral, qwen2_moe,
-// qwen3_moe, deepseek_v2), gptj and falcon.
+// opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral,
+// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -29,7 +29,7 @@ using internal::kMaxWidth;
 
 constexpr const char* kSupported =
     "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, "
-    "qwen3_moe, deepseek_v2, gptj, falcon, gpt_neox, gpt2, opt";
+    "qwen3_moe, deepseek_v2, deepseek_v3, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -236,6 +236,7 @@ constexpr DecoderType kDecoderTypes[] = {
     {"qwen2_moe",  16, 0,       false, 32768,   true,  QkNorm::kNone,     false, false, false},
     {"qwen3_moe",  4,  128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
     {"deepseek_v2", 32, 0,      false, 2048,    false, QkNorm::kNone,     false, false, false},
+    {"deepseek_v3", 128, 0,     false, 4096,    false, QkNorm::kNone,     false, false, false},
 };
 
 const DecoderType* decoder_type(const std::string& type) {
@@ -264,22 +265,26 @@ void require_empty_list(const JsonReader& r, const char* key, const std::string&
 // shared_expert_intermediate_size 5632 with a sigmoid gate; decoder_sparse_step 1 and
 // mlp_only_layers [] put experts in every block), DeepseekV2Config (n_routed_experts,
 // num_experts_per_tok and n_shared_experts have no default; moe_intermediate_size 1407;
-// first_k_dense_replace 0 dense blocks first; moe_layer_freq 1).
+// first_k_dense_replace 0 dense blocks first; moe_layer_freq 1), DeepseekV3Config (256 routed
+// experts, 8 a token, width 2048, 1 shared, 3 dense blocks first). `transformers_major` picks
+// the experts' layout (ModelShape::fused_experts).
 void read_experts(const JsonReader& r, const std::string& type, int transformers_major,
                   ModelShape& s) {
   // The block's class (in each model type's modeling file) and its decoder-layer attribute.
-  const char* block_class = type == "mixtral"     ? "MixtralSparseMoeBlock"
-                            : type == "qwen2_moe" ? "Qwen2MoeSparseMoeBlock"
-                            : type == "qwen3_moe" ? "Qwen3MoeSparseMoeBlock"
-                                                  : "DeepseekV2Moe";
+  const char* block_class = type == "mixtral"       ? "MixtralSparseMoeBlock"
+                            : type == "qwen2_moe"   ? "Qwen2MoeSparseMoeBlock"
+                            : type == "qwen3_moe"   ? "Qwen3MoeSparseMoeBlock"
+                            : type == "deepseek_v3" ? "DeepseekV3MoE"
+                                                    : "DeepseekV2Moe";
   s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
   // transformers 5 moved Mixtral's block to `mlp` with the experts' 3D layout
   // (MixtralDecoderLayer.mlp = MixtralSparseMoeBlock); 4.x named it block_sparse_moe.
   s.fused_experts = transformers_major >= 5;
   s.moe_block_name = type == "mixtral" && !s.fused_experts ? "block_sparse_moe" : "mlp";
   // transformers 5's routers are TopKRouter modules of their own (MixtralTopKRouter,
-  // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E).
-  s.router_linear = !s.fused_experts || type == "deepseek_v2";
+  // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E), and
+  // DeepSeek-V3's gate is a DeepseekV3TopkRouter in both layouts.
+  s.router_linear = type == "deepseek_v2" || (!s.fused_experts && type != "deepseek_v3");
   if (type == "mixtral") {
     s.experts = optional_dim(r, "num_local_experts", 8, kMaxWidth);
     s.experts_per_token = optional_dim(r, "num_experts_per_tok", 2, kMaxWidth);
@@ -300,16 +305,23 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     require_empty_list(r, "mlp_only_layers",
                        "not modelled: dense MLPs in chosen blocks (zplan builds experts in "
                        "every block: must be empty)");
-  } else if (type == "deepseek_v2") {
-    s.experts = dim(r, "n_routed_experts", kMaxWidth);
-    s.experts_per_token = dim(r, "num_experts_per_tok", kMaxWidth);
-    s.expert_ffn = optional_dim(r, "moe_intermediate_size", 1407, kMaxWidth);
-    int64_t shared = r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts") : 0;
+  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+    // DeepseekV3Config gives every key a default (DeepSeek-V3's: 256 routed experts, 8 a
+    // token, width 2048, one shared expert, three dense blocks first); DeepseekV2Config none
+    // for the first three.
+    const bool v3 = type == "deepseek_v3";
+    s.experts = v3 ? optional_dim(r, "n_routed_experts", 256, kMaxWidth)
+                   : dim(r, "n_routed_experts", kMaxWidth);
+    s.experts_per_token = v3 ? optional_dim(r, "num_experts_per_tok", 8, kMaxWidth)
+                             : dim(r, "num_experts_per_tok", kMaxWidth);
+    s.expert_ffn = optional_dim(r, "moe_intermediate_size", v3 ? 2048 : 1407, kMaxWidth);
+    int64_t shared = r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts")
+                                               : (v3 ? 1 : 0);
     s.shared_expert_ffn = shared * s.expert_ffn;
     if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
     s.dense_layers = r.has("first_k_dense_replace")
                          ? r.non_negative_integer("first_k_dense_replace")
-                         : 0;
+                         : (v3 ? 3 : 0);
     if (s.dense_layers > s.layers) {
       r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
                                           std::to_string(s.layers) + "), got " +
@@ -318,9 +330,11 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     refuse_if(r, "moe_layer_freq",
               r.has("moe_layer_freq") && r.positive_integer("moe_layer_freq") != 1,
               "not modelled: experts in every moe_layer_freq-th block only (must be 1)");
+    // DeepSeek-V3 always routes noaux_tc: DeepseekV3TopkRouter's e_score_correction_bias is a
+    // buffer, not a parameter, so it adds nothing ZeRO holds.
     refuse_if(r, "topk_method",
-              r.has("topk_method") && r.string("topk_method") == "noaux_tc",
-              "not modelled: noaux_tc routing (its e_score_correction_bias)");
+              !v3 && r.has("topk_method") && r.string("topk_method") == "noaux_tc",
+              "not modelled for deepseek_v2: noaux_tc routing (its e_score_correction_bias)");
   }
   if (s.experts_per_token > s.experts) {
     r.fail("num_experts_per_tok", "must be at most the number of experts (" +
@@ -352,7 +366,7 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
   ModelShape s = family_defaults(Family::kLlama);
   read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
              "intermediate_size");
-  const bool mla = type == "deepseek_v2";
+  const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
   if (mla) {
     read_latent_attention(r, s);
     s.kv_heads = s.heads;  // every head has its own key and value after kv_b_proj
@@ -393,7 +407,8 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     // them with the attention dropout.
     s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
   }
-  if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2") {
+  if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2" ||
+      type == "deepseek_v3") {
     read_experts(r, type, transformers_major, s);
   }
   if (type == "gemma2" || type == "gemma3_text") {
@@ -411,8 +426,11 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
   refuse_if(r, "use_bidirectional_attention", flag(r, "use_bidirectional_attention", false),
             "not modelled: bidirectional attention (EmbeddingGemma: every token attends to every "
             "other, not causally)");
+  // DeepSeek-V3's multi-token-prediction layer (model.layers.61 of the checkpoint) is not
+  // built by transformers (DeepseekV3Model._keys_to_ignore_on_load_unexpected drops it), so a
+  // Trainer run does not train it; elsewhere the key would mean layers zplan does not build.
   refuse_if(r, "num_nextn_predict_layers",
-            r.has("num_nextn_predict_layers") &&
+            type != "deepseek_v3" && r.has("num_nextn_predict_layers") &&
                 r.non_negative_integer("num_nextn_predict_layers") > 0,
             "not modelled: multi-token-prediction layers");
   set_seq_len(s, optional_dim(r, "max_position_embeddings", t.context_default, kMaxVocab));

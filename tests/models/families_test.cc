@@ -104,6 +104,35 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(m.layers()[2].moe_block);
     // 26 MoE blocks, 58 of 64 experts unvisited by each token.
     CHECK(m.active_params() == m.num_params() - 26LL * 58 * 3 * h * 1408);
+    // DeepseekV2Moe's shared experts, fused into one MLP of n * width: shared_experts.
+    CHECK(numel_of(m, "layers.1.mlp.shared_experts.down_proj") == 2 * 1408 * h);
+  }
+  SECTION("DeepSeek-R1 (DeepSeek-V3's shapes): MLA with q_lora, 256 experts top 8, 3 dense") {
+    // The V3 technical report's 671B total and 37B activated, without the multi-token-
+    // prediction module (num_nextn_predict_layers 1: transformers does not build it).
+    Model m = load_model(data_path("DeepSeek-R1.json"));
+    const int64_t h = 7168, f = 2048, layers = 61, moe_layers = 58;
+    const int64_t attn = h * 1536 + 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 +
+                         512 * 128 * (128 + 128) + 128 * 128 * h + 2 * h;
+    CHECK(m.num_params() == layers * attn + 3 * 3 * h * 18432 +
+                                moe_layers * (256 * 3 * h * f + 3 * h * f + 256 * h) +
+                                2 * 129280LL * h + h);
+    CHECK(m.num_params() == 671'026'404'352);
+    CHECK(m.active_params() == m.num_params() - moe_layers * 248 * 3 * h * f);
+    CHECK(m.active_params() == 37'552'282'624);
+    CHECK_FALSE(m.layers()[3].moe_block);  // layers()[0] is the embedding: blocks 0-2 dense
+    CHECK(m.layers()[4].moe_block);
+    CHECK(m.shape().moe_block_class_name() == "DeepseekV3MoE");
+    CHECK(numel_of(m, "layers.3.mlp.experts") == 256 * 3 * h * f);
+    CHECK(numel_of(m, "layers.3.mlp.shared_experts.gate_proj") == f * h);
+    // DeepseekV3TopkRouter is not an nn.Linear in either layout; its e_score_correction_bias
+    // is a buffer.
+    CHECK(numel_of(m, "layers.3.mlp.gate") == 256 * h);
+    CHECK_FALSE(m.shape().router_linear);
+    const Model v4 = load_model(data_path("DeepSeek-R1.json"), 4);
+    CHECK(v4.num_params() == m.num_params());
+    CHECK(numel_of(v4, "layers.3.mlp.experts.255.down_proj") == f * h);
+    CHECK_FALSE(v4.shape().router_linear);
   }
   SECTION("Gemma-2-9b: head_dim 256, sandwich norms, tied by default") {
     Model m = load_model(data_path("gemma-2-9b.json"));
