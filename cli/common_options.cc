@@ -230,6 +230,19 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
   } else if (o.no_flash_attention) {
     w.attention = sim::Attention::kEager;
   }
+  if (model.shape().attention_sinks) {
+    // GptOssPreTrainedModel: _supports_sdpa False, and of the flash kernels only
+    // kernels-community/vllm-flash-attn3 (_compatible_flash_implementations) joins the sinks, so
+    // from_pretrained without attn_implementation falls back to eager.
+    if (o.attention.empty() && !o.no_flash_attention) {
+      w.attention = sim::Attention::kEager;
+    } else if (w.attention == sim::Attention::kSdpa || w.attention == sim::Attention::kFlash2) {
+      throw InputError("--attention", model.shape().name + "'s attention sinks run in eager "
+                                      "attention or the kernels-community/vllm-flash-attn3 kernel "
+                                      "(flash_attention_3) only: transformers has no sdpa or "
+                                      "flash-attn 2 path for them");
+    }
+  }
   const std::string loss = ascii_lower(o.loss);
   if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
@@ -436,8 +449,10 @@ Setup resolve_setup(const SetupOptions& o) {
     // the ZeRO-3 gathers of every MoE block.
     notes.push_back(model.name() + "'s experts are planned as transformers 5 builds them (" +
                     model.shape().moe_block_name +
-                    ".experts: two 3D tensors, run by grouped_mm); with transformers 4.x (a "
-                    "module per expert, a Python loop over them) give --transformers 4");
+                    ".experts: 3D tensors in one module, run by grouped_mm); with transformers "
+                    "4.x (" +
+                    (model.shape().gpt_oss_experts ? "the same tensors" : "a module per expert") +
+                    ", a Python loop over the experts) give --transformers 4");
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);

@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
 // opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral,
-// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3), gptj and falcon.
+// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3), gpt_oss, gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -29,7 +29,7 @@ using internal::kMaxWidth;
 
 constexpr const char* kSupported =
     "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, "
-    "qwen3_moe, deepseek_v2, deepseek_v3, gptj, falcon, gpt_neox, gpt2, opt";
+    "qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -498,6 +498,49 @@ ModelShape falcon(const JsonReader& r) {
   return s;
 }
 
+// GptOssConfig (configuration_gpt_oss.py): 36 layers, hidden 2880, 64 heads of 64, 8 key/value
+// heads, 128 experts of width intermediate_size (2880), 4 a token, vocab 201088, untied,
+// attention_bias true on q, k, v and o. GptOssExperts keeps the experts as 3D tensors with biases
+// in every transformers release that has the model (4.55 on); transformers 5 runs them with
+// grouped_mm, 4.x in a loop over the experts reached. sliding_window and layer_types (every
+// other layer attends to 128 tokens) change no parameter; zplan prices full causal attention in
+// every layer. quantization_config (the released MXFP4 experts) is ignored: training loads the
+// checkpoint dequantized to bf16 (Mxfp4Config(dequantize=True)).
+ModelShape gpt_oss(const JsonReader& r, int transformers_major) {
+  ModelShape s = family_defaults(Family::kLlama);
+  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "intermediate_size");
+  s.head_dim = optional_dim(r, "head_dim", 64, kMaxWidth);
+  s.kv_heads = optional_dim(r, "num_key_value_heads", 8, kMaxWidth);
+  if (s.heads % s.kv_heads != 0) {
+    r.fail("num_key_value_heads", "must divide num_attention_heads (" +
+                                      std::to_string(s.heads) + "), got " +
+                                      std::to_string(s.kv_heads));
+  }
+  s.tied_embeddings = flag(r, "tie_word_embeddings", false);
+  const bool attention_bias = flag(r, "attention_bias", true);
+  s.qkv_bias = attention_bias;
+  s.attn_out_bias = attention_bias;
+  s.dropout = dropout_on(r, "attention_dropout", 0.0);
+  s.attention_sinks = true;
+  s.experts = optional_dim(r, "num_local_experts", 128, kMaxWidth);
+  s.experts_per_token = optional_dim(r, "num_experts_per_tok", 4, kMaxWidth);
+  if (s.experts_per_token > s.experts) {
+    r.fail("num_experts_per_tok", "must be at most num_local_experts (" +
+                                      std::to_string(s.experts) + "), got " +
+                                      std::to_string(s.experts_per_token));
+  }
+  s.expert_ffn = s.ffn;
+  s.moe_block_class = "transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP";
+  s.moe_block_name = "mlp";
+  s.fused_experts = true;
+  s.expert_loop = transformers_major < 5;
+  s.gpt_oss_experts = true;
+  s.router_linear = false;
+  set_seq_len(s, optional_dim(r, "max_position_embeddings", 131072, kMaxVocab));
+  return s;
+}
+
 // The last component of "_name_or_path" when the config records one ("facebook/opt-350m" ->
 // "opt-350m"), else the file's name.
 std::string model_name(const JsonReader& r, const std::string& file) {
@@ -540,6 +583,8 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
     shape = opt(r);
   } else if (const DecoderType* t = decoder_type(type)) {
     shape = decoder(r, *t, transformers_major);
+  } else if (type == "gpt_oss") {
+    shape = gpt_oss(r, transformers_major);
   } else if (type == "gptj") {
     shape = gptj(r);
   } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {

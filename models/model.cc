@@ -97,12 +97,14 @@ Model::Model(ModelShape shape, std::vector<Layer> layers, int tensor_parallel,
   }
   whole_params_ = whole_params > 0 ? whole_params : num_params_;
   // A token visits experts_per_token of the routed experts of each MoE block; the others'
-  // gate/up/down matrices (3 * h * expert_ffn each, no biases) are not active for it.
+  // gate/up/down matrices (3 * h * expert_ffn each; GPT-OSS's also their 2 * expert_ffn + h
+  // biases) are not active for it.
+  const int64_t per_expert = 3 * shape_.hidden * shape_.expert_ffn +
+                             (shape_.gpt_oss_experts ? 2 * shape_.expert_ffn + shape_.hidden : 0);
   active_params_ = num_params_;
   for (const Layer& layer : layers_) {
     if (!layer.moe_block) continue;
-    active_params_ -= (shape_.experts - shape_.experts_per_token) * 3 * shape_.hidden *
-                      shape_.expert_ffn;
+    active_params_ -= (shape_.experts - shape_.experts_per_token) * per_expert;
   }
 }
 

@@ -115,6 +115,18 @@ struct ModelShape {
   // stays an nn.Linear: router_linear).
   bool fused_experts = false;
   bool router_linear = true;
+  // With fused_experts: the 3D tensors run by the modeling code's Python loop over the experts a
+  // micro-batch reaches, a GEMM on each expert's slice (GPT-OSS under transformers 4.x, whose
+  // GptOssExperts was 3D from the start), instead of grouped_mm.
+  bool expert_loop = false;
+  // GPT-OSS's MoE (GptOssMLP): `router` (GptOssTopKRouter, weight and bias) in place of `gate`,
+  // biases on the experts' tensors (gate_up_proj_bias [E, 2f], down_proj_bias [E, h]), and the
+  // clamped SwiGLU (gate.clamp, up.clamp, gate * sigmoid(1.702 gate) * (up + 1)).
+  bool gpt_oss_experts = false;
+  // GPT-OSS's attention sinks: self_attn.sinks, one logit per head joined to every row of the
+  // scores before the softmax (GptOssAttention); transformers runs them in eager attention or
+  // the kernels-community/vllm-flash-attn3 kernel only (no sdpa).
+  bool attention_sinks = false;
 
   // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
   // q_proj (q_lora_rank 0) or q_a_proj -> q_a_layernorm -> q_b_proj; keys and values from a

@@ -306,12 +306,17 @@ ModelShape normalized(ModelShape s, const std::string& where) {
     if (s.shared_expert_gate && s.shared_expert_ffn == 0) {
       fail(where, "shared_expert_gate", "needs a shared expert (shared_expert_ffn > 0)");
     }
+    if ((s.expert_loop || s.gpt_oss_experts) && !s.fused_experts) {
+      fail(where, s.expert_loop ? "expert_loop" : "gpt_oss_experts",
+           "needs the experts' 3D tensors (fused_experts true)");
+    }
     if (s.moe_block_class.empty()) {
       s.moe_block_class = "transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock";
     }
     if (s.moe_block_name.empty()) s.moe_block_name = "block_sparse_moe";
   } else if (s.experts_per_token != 0 || s.expert_ffn != 0 || s.shared_expert_ffn != 0 ||
-             s.dense_layers != 0 || s.shared_expert_gate || s.fused_experts) {
+             s.dense_layers != 0 || s.shared_expert_gate || s.fused_experts || s.expert_loop ||
+             s.gpt_oss_experts) {
     fail(where, "experts", "expert settings given without experts (experts must be > 0)");
   }
   check_range(where, "kv_lora_rank", s.kv_lora_rank, 0, kMaxWidth);
@@ -462,6 +467,10 @@ class TransformerBuilder {
       b.split_last_op();
     }
     b.attention("attention", s_.heads, s_.head_dim, s_.head_dim);
+    if (s_.attention_sinks) {
+      // GptOssAttention.sinks: a parameter of the attention module itself, one per head.
+      b.add_module(Module{p + "self_attn", {{p + "self_attn.sinks", s_.heads}}, ""});
+    }
     b.linear(p + n_.out, q_dim_, s_.hidden, out_bias_, TpSplit::kRow);
   }
 
@@ -548,7 +557,16 @@ class TransformerBuilder {
       mod.moe_block = true;
       return b.add_module(std::move(mod));
     };
-    b.gemm(m + ".gate", s_.experts, h, add(m + ".gate", s_.experts * h));
+    if (s_.gpt_oss_experts) {
+      // GptOssTopKRouter: F.linear with its weight and bias, top-k, softmax over the k.
+      Module router{m + ".router",
+                    {{m + ".router.weight", s_.experts * h}, {m + ".router.bias", s_.experts}},
+                    ""};
+      router.moe_block = true;
+      b.gemm(m + ".router", s_.experts, h, b.add_module(std::move(router)));
+    } else {
+      b.gemm(m + ".gate", s_.experts, h, add(m + ".gate", s_.experts * h));
+    }
     b.layer().ops.back().peft_linear = s_.router_linear;
     // Softmax in fp32, top-k, renormalize, cast, the expert mask (one_hot) and which experts it
     // hits: read the 16-bit logits, write fp32 probabilities and the k chosen weights and
@@ -578,8 +596,37 @@ class TransformerBuilder {
                {{x + ".gate_up_proj", s_.experts * 2 * fe * h},
                 {x + ".down_proj", s_.experts * h * fe}},
                ""};
+    if (s_.gpt_oss_experts) {
+      mod.params.push_back({x + ".gate_up_proj_bias", s_.experts * 2 * fe});
+      mod.params.push_back({x + ".down_proj_bias", s_.experts * h});
+    }
     mod.moe_block = true;
     const int experts = b.add_module(std::move(mod));
+    // chunk (views), act(gate) (read f, write f) and the product (read two, write one); GPT-OSS:
+    // the gate_up bias (read and write 2f), two clamps, the scaled sigmoid, its product, up + 1
+    // and the last product, each reading and writing f (estimate).
+    const double act = s_.gpt_oss_experts ? 40.0 * fed : 10.0 * fed;
+    // The down bias (GPT-OSS): read and write h.
+    const double down_bias = s_.gpt_oss_experts ? 4.0 * hd : 0.0;
+    if (s_.expert_loop) {
+      // The loop over the experts reached (GptOssExperts.forward of transformers 4.x): per
+      // expert the mask's torch.where, the gather of its rows, a GEMM on its slice of
+      // gate_up_proj, the gate, a GEMM on its slice of down_proj, the routing weight and
+      // index_add_, all on the one module ZeRO-3 gathers.
+      const double rows = k / static_cast<double>(s_.experts);
+      for (int64_t e = 0; e < s_.experts; ++e) {
+        const std::string y = x + "." + std::to_string(e) + ".";
+        b.memory_op(y + "route", 8.0 * k);
+        b.memory_op(y + "dispatch", 4.0 * hd * rows);
+        expert_gemm(b, x + ".gate_up_proj", 2 * fe, h, experts, rows);
+        b.layer().ops.back().peft_linear = false;
+        b.memory_op(y + "act", act * rows);
+        expert_gemm(b, x + ".down_proj", h, fe, experts, rows);
+        b.layer().ops.back().peft_linear = false;
+        b.memory_op(y + "combine", (10.0 * hd + down_bias) * rows);
+      }
+      return;
+    }
     // argsort of the k routed slots and of its permutation (int64 keys and indices, read and
     // written), histc and cumsum over them (estimate): 40 bytes per routed slot.
     b.memory_op(x + ".sort", 40.0 * k);
@@ -593,12 +640,11 @@ class TransformerBuilder {
       op.peft_linear = false;
     };
     grouped(x + ".gate_up_proj", 2 * fe, h);
-    // chunk (views), act(gate) (read f, write f) and the product (read two, write one).
-    b.memory_op(x + ".act", 10.0 * fed * k);
+    b.memory_op(x + ".act", act * k);
     grouped(x + ".down_proj", h, fe);
     // The routing weight's multiply (read and write h), out[inv_perm] (read and write h) and
     // index_add_ into the output (read the row and the output row, write it): 14h per row.
-    b.memory_op(x + ".combine", 14.0 * hd * k);
+    b.memory_op(x + ".combine", (14.0 * hd + down_bias) * k);
   }
 
   // transformers 4.x: per expert an nn.Module of three Linears, run by the modeling code's loop.

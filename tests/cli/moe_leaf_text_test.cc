@@ -65,5 +65,25 @@ TEST_CASE("flags plan an MoE block outside DeepSpeed's defaults as a listed leaf
   CHECK(r.err.find("leaf") == std::string::npos);
 }
 
+TEST_CASE("gpt-oss plans eager attention unless told flash_attention_3, and refuses sdpa",
+          "[cli]") {
+  const std::string run = "simulate --model tests/models/data/gpt-oss-20b.json --gpus 8 --hw h100 "
+                          "--stage 3 --micro-batch 1 --seq-len 1024";
+  RunResult r = run_zplan(run);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(", attention eager\n") != std::string::npos);
+  CHECK(r.out.find("leaf_module classes DeepSpeed's defaults + [GptOssMLP]") != std::string::npos);
+  r = run_zplan(run + " --attention flash_attention_3");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(", attention flash_attention_3\n") != std::string::npos);
+  for (const char* a : {"sdpa", "flash2"}) {
+    r = run_zplan(run + " --attention " + a);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("zplan: --attention: gpt-oss-20b's attention sinks run in eager attention "
+                     "or the kernels-community/vllm-flash-attn3 kernel") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zplan::testing

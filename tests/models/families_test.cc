@@ -134,6 +134,47 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(numel_of(v4, "layers.3.mlp.experts.255.down_proj") == f * h);
     CHECK_FALSE(v4.shape().router_linear);
   }
+  SECTION("gpt-oss-20b and -120b: 3D experts with biases, a router with a bias, sinks") {
+    // The gpt-oss model card's totals, 20.91B and 116.83B, and active parameters without the
+    // embedding, 3.61B and 5.13B.
+    const std::string file = data_path("gpt-oss-20b.json");
+    Model m = load_model(file);
+    const int64_t h = 2880, f = 2880, vh = 201088LL * h;
+    const int64_t expert = h * 2 * f + 2 * f + f * h + h;  // gate_up, its bias, down, its bias
+    CHECK(m.num_params() == 20'914'757'184);
+    CHECK(m.active_params() - vh == 3'608'307'264);
+    CHECK(m.active_params() == m.num_params() - 24LL * 28 * expert);
+    CHECK(numel_of(m, "layers.0.mlp.experts") == 32 * expert);
+    CHECK(numel_of(m, "layers.0.mlp.router") == 32 * h + 32);
+    CHECK(numel_of(m, "layers.0.self_attn") == 64);  // the sinks, one per head
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == h * 4096 + 4096);
+    CHECK(numel_of(m, "layers.0.self_attn.o_proj") == 4096 * h + h);
+    CHECK(m.shape().moe_block_class_name() == "GptOssMLP");
+    CHECK(m.shape().attention_sinks);
+    CHECK_FALSE(m.shape().router_linear);
+    CHECK_FALSE(m.shape().expert_loop);
+    // transformers 4.x: the same 3D tensors, run by a loop over the experts: a GEMM on each
+    // expert's slice, 2 x 32 of them, all on the one experts module.
+    Model v4 = load_model(file, 4);
+    CHECK(v4.num_params() == m.num_params());
+    CHECK(v4.shape().expert_loop);
+    int loop_gemms = 0;
+    const Layer& block = v4.layers()[1];
+    for (const ComputeOp& op : block.ops) {
+      if (op.kind != OpKind::kGemm || op.token_factor == 1) continue;
+      ++loop_gemms;
+      CHECK(op.token_factor == Approx(4.0 / 32));
+      CHECK(block.modules[op.module].name == "layers.0.mlp.experts");
+    }
+    CHECK(loop_gemms == 64);
+    CHECK(v4.layer_forward_flops(1, 1024, 1) == Approx(m.layer_forward_flops(1, 1024, 1)));
+    nlohmann::json big = load_json_file(file);
+    big["num_hidden_layers"] = 36;
+    big["num_local_experts"] = 128;
+    Model large = model_from_hf_config(big, "gpt-oss-120b.json");
+    CHECK(large.num_params() == 116'829'156'672);
+    CHECK(large.active_params() - vh == 5'132'849'472);
+  }
   SECTION("Gemma-2-9b: head_dim 256, sandwich norms, tied by default") {
     Model m = load_model(data_path("gemma-2-9b.json"));
     CHECK(m.num_params() == 9'241'705'984);

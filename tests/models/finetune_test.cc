@@ -100,6 +100,12 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   CHECK_THAT(none, Catch::Contains("'w1' matches no linear"));
   CHECK_THAT(none, Catch::Contains("transformers 5 keeps the routed experts as 3D tensors"));
   CHECK_THAT(none, Catch::Contains("--transformers 4"));
+  // gpt-oss: the router (GptOssTopKRouter) and the 3D experts are no nn.Linear in any release,
+  // so all-linear is q, k, v and o: 8*(2880+4096) + 2 * 8*(2880+512) + 8*(4096+2880) per layer,
+  // x 24 = 3,981,312.
+  CHECK(lora(data_path("gpt-oss-20b.json"), 8, "all-linear", 4).trainable_params() ==
+        3'981'312);
+  CHECK(lora(data_path("gpt-oss-20b.json"), 8, "all-linear").trainable_params() == 3'981'312);
   // Qwen1.5-MoE under transformers 5: down_proj reaches the shared expert's alone (5632 ->
   // 2048), 8 * 7680 per layer, x 24 = 1,474,560.
   CHECK(lora(data_path("Qwen1.5-MoE-A2.7B.json"), 8, "down_proj").trainable_params() ==

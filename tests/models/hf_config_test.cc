@@ -198,7 +198,7 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
   CHECK(error_of(R"({"model_type": "bert", "hidden_size": 8})") ==
         "config.json: /model_type: unsupported model_type \"bert\"; supported: llama, mistral, "
         "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-        "deepseek_v2, deepseek_v3, gptj, falcon, gpt_neox, gpt2, opt");
+        "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
   CHECK(error_of(R"({"hidden_size": 8})") ==
         "config.json: /model_type: missing (expected a string)");
   CHECK(error_of(R"({"model_type": 7})") ==
