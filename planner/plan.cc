@@ -176,7 +176,22 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "Megatron-DeepSpeed's --checkpoint-activations uses it); Hugging Face's "
         "gradient_checkpointing (torch.utils.checkpoint) ignores it and keeps them on the GPU");
   }
-  if (problem.workload.fused_attention()) {
+  if (problem.model.shape().attention_sinks) {
+    // GPT-OSS: no sdpa path for the sinks; eager is what from_pretrained falls back to
+    // (cli/common_options.cc resolve_workload, docs/models.md "GPT-OSS").
+    out.push_back(
+        problem.workload.fused_attention()
+            ? std::string("attention: the prediction assumes attn_implementation=\"kernels-"
+                          "community/vllm-flash-attn3\", the one flash kernel transformers "
+                          "runs GPT-OSS's attention sinks with (the kernels package, Hopper); "
+                          "without it the model trains with eager attention: re-plan with "
+                          "--attention eager")
+            : std::string("attention: the prediction assumes eager attention, what "
+                          "from_pretrained gives GPT-OSS (no sdpa path for its attention "
+                          "sinks), which keeps [b, heads, s, s] tensors per layer; on Hopper "
+                          "attn_implementation=\"kernels-community/vllm-flash-attn3\" would "
+                          "not (re-plan with --attention flash_attention_3)"));
+  } else if (problem.workload.fused_attention()) {
     out.push_back(std::string("attention: the prediction assumes attn_implementation=\"") +
                   sim::attention_name(problem.workload.attention) +
                   "\" (Hugging Face's default is sdpa); with eager attention, re-plan with "

@@ -1,6 +1,7 @@
 // What simulate and memory say about a mixture of experts at ZeRO-3: a file whose MoE blocks are
 // not ZeRO-3 leaves gets a note (its experts are gathered one by one, and ranks can hang), a
 // file that makes them leaves does not, and flags plan the leaf as the planner writes it.
+#include <cstdio>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -83,6 +84,16 @@ TEST_CASE("gpt-oss plans eager attention unless told flash_attention_3, and refu
     CHECK(r.err.find("zplan: --attention: gpt-oss-20b's attention sinks run in eager attention "
                      "or the kernels-community/vllm-flash-attn3 kernel") != std::string::npos);
   }
+  // plan says which attention it assumed, and how to get the fused kernel.
+  TempFile out("", "ds_config.json");
+  std::remove(out.path.c_str());
+  r = run_zplan("plan --model tests/models/data/gpt-oss-20b.json --gpus 8 --hw h100 "
+                "--seq-len 1024 --micro-batch 1 --out " + out.path);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("attention: the prediction assumes eager attention, what from_pretrained "
+                   "gives GPT-OSS (no sdpa path for its attention sinks)") != std::string::npos);
+  CHECK(r.out.find("sdpa\" or flash_attention_2 would not") == std::string::npos);
 }
 
 }  // namespace
