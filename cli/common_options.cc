@@ -1,5 +1,6 @@
 #include "cli/common_options.h"
 
+#include <cctype>
 #include <cmath>
 #include <iostream>
 
@@ -180,8 +181,12 @@ models::FineTune resolve_finetune(const SetupOptions& o) {
 
 int resolve_transformers(const SetupOptions& o) {
   if (o.transformers.empty()) return models::kDefaultTransformers;
-  const std::string major = o.transformers.substr(0, o.transformers.find('.'));
-  if (major == "4" || major == "5") return major[0] - '0';
+  // "5", or a release as pip names it: "4.57.1", "5.0.0rc1", "4.57.1+cu121".
+  const std::string& t = o.transformers;
+  const bool major_ok = t[0] == '4' || t[0] == '5';
+  const bool rest_ok = t.size() == 1 || (t[1] == '.' && t.size() > 2 &&
+                                         std::isdigit(static_cast<unsigned char>(t[2])) != 0);
+  if (major_ok && rest_ok && t.find("..") == std::string::npos) return t[0] - '0';
   throw InputError("--transformers", "must be 5 or 4 (a transformers release, e.g. 4.57.1), "
                                      "got '" + o.transformers + "'");
 }

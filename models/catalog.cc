@@ -99,7 +99,8 @@ std::string preset_description(const std::string& name) {
   return p == nullptr ? std::string() : p->description;
 }
 
-Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file) {
+Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file,
+                            int transformers_major) {
   JsonReader r(spec, file);
   if (!spec.is_object()) r.fail("must be a JSON object, got " + describe_json_value(spec));
   std::string family_text = r.string("family");
@@ -176,6 +177,8 @@ Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file)
   read_int(r, "dense_layers", &s.dense_layers);
   if (r.has("moe_block_class")) s.moe_block_class = r.string("moe_block_class");
   if (r.has("moe_block_name")) s.moe_block_name = r.string("moe_block_name");
+  // Without the key, the experts take the layout of the transformers release (--transformers).
+  s.fused_experts = s.experts > 0 && transformers_major >= 5;
   read_bool(r, "fused_experts", &s.fused_experts);
   // A TopKRouter module in transformers 5's layout (ModelShape::router_linear).
   s.router_linear = !s.fused_experts;
@@ -197,7 +200,7 @@ Model load_model_file(const std::string& spec, int transformers_major) {
                            "file), got " + describe_json_value(doc));
   }
   if (doc.contains("model_type")) return model_from_hf_config(doc, spec, transformers_major);
-  if (doc.contains("family")) return model_from_zplan_json(doc, spec);
+  if (doc.contains("family")) return model_from_zplan_json(doc, spec, transformers_major);
   throw InputError(spec,
                    "neither a Hugging Face config.json (no \"model_type\") nor a zplan model "
                    "file (no \"family\")");

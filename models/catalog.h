@@ -25,7 +25,7 @@ std::string preset_description(const std::string& name);
 //
 // `transformers_major` is the transformers release line the training runs (5 or 4): it decides
 // how a Hugging Face mixture of experts is laid out (ModelShape::fused_experts; docs/models.md
-// "Mixture of experts"). A zplan model file says its own layout (fused_experts).
+// "Mixture of experts"); in a zplan model file, fused_experts says it instead where given.
 constexpr int kDefaultTransformers = 5;
 Model load_model(const std::string& spec, int transformers_major = kDefaultTransformers);
 
@@ -41,7 +41,8 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
 std::vector<std::string> hf_model_types();
 
 // zplan's model file: the fields of ModelShape by name (docs/models.md).
-Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file);
+Model model_from_zplan_json(const nlohmann::json& spec, const std::string& file,
+                            int transformers_major = kDefaultTransformers);
 
 }  // namespace zplan::models
 

@@ -313,6 +313,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
       if (matched.count(t)) continue;
       std::string names;
       std::set<std::string> seen;
+      std::set<Role> roles;
       for (const Layer& layer : layers) {
         if (layer.kind != LayerKind::kBlock) continue;
         for (const ComputeOp& op : layer.ops) {
@@ -321,22 +322,30 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
               last == "lora_B") {
             continue;
           }
+          roles.insert(role_of(op.name));
           if (seen.insert(last).second) names += (names.empty() ? "" : ", ") + last;
         }
       }
-      // The Llama-style names every family also answers to, less those already listed.
+      // The Llama-style names every family also answers to where they select one of those
+      // linears, less those already listed.
       std::string aliases;
       for (const char* a :
            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
-        if (!seen.count(a)) aliases += std::string(a) + ", ";
+        const bool selects = std::any_of(roles.begin(), roles.end(),
+                                         [&](Role r) { return generic_match(a, r); });
+        if (!seen.count(a) && selects) aliases += std::string(a) + ", ";
       }
-      const std::string fused =
-          shape.fused_experts
-              ? "; transformers 5 keeps the routed experts as 3D tensors of " +
-                    shape.moe_block_name + ".experts, which target_modules cannot wrap "
-                    "(PEFT's target_parameters is not modelled; --transformers 4 builds a "
-                    "Linear per expert)"
-              : std::string();
+      std::string fused;
+      if (shape.gpt_oss_experts) {
+        fused = "; GPT-OSS keeps its routed experts as 3D tensors of " + shape.moe_block_name +
+                ".experts in every transformers release, which target_modules cannot wrap "
+                "(PEFT's target_parameters is not modelled)";
+      } else if (shape.fused_experts) {
+        fused = "; transformers 5 keeps the routed experts as 3D tensors of " +
+                shape.moe_block_name +
+                ".experts, which target_modules cannot wrap (PEFT's target_parameters is not "
+                "modelled; --transformers 4 builds a Linear per expert)";
+      }
       throw InputError("--lora-targets", "'" + t + "' matches no linear of " + model.name() +
                                              " (its block linears: " + names + "; or " +
                                              aliases + "all-linear" + fused + ")");

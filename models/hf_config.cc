@@ -315,6 +315,13 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     s.experts_per_token = v3 ? optional_dim(r, "num_experts_per_tok", 8, kMaxWidth)
                              : dim(r, "num_experts_per_tok", kMaxWidth);
     s.expert_ffn = optional_dim(r, "moe_intermediate_size", v3 ? 2048 : 1407, kMaxWidth);
+    // null: DeepseekV2Moe builds no shared experts (`is not None`); DeepseekV3MoE multiplies
+    // moe_intermediate_size by it unconditionally, so the model does not build.
+    if (v3 && r.json().contains("n_shared_experts") && r.json().at("n_shared_experts").is_null()) {
+      r.fail("n_shared_experts",
+             "null: DeepseekV3MoE sizes its shared experts as moe_intermediate_size * "
+             "n_shared_experts, which transformers cannot build; give 0 or more");
+    }
     int64_t shared = r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts")
                                                : (v3 ? 1 : 0);
     s.shared_expert_ffn = shared * s.expert_ffn;

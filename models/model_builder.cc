@@ -313,7 +313,8 @@ ModelShape normalized(ModelShape s, const std::string& where) {
     if (s.moe_block_class.empty()) {
       s.moe_block_class = "transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock";
     }
-    if (s.moe_block_name.empty()) s.moe_block_name = "block_sparse_moe";
+    // Mixtral's attribute: block_sparse_moe in transformers 4.x, mlp in 5 (the 3D layout).
+    if (s.moe_block_name.empty()) s.moe_block_name = s.fused_experts ? "mlp" : "block_sparse_moe";
   } else if (s.experts_per_token != 0 || s.expert_ffn != 0 || s.shared_expert_ffn != 0 ||
              s.dense_layers != 0 || s.shared_expert_gate || s.fused_experts || s.expert_loop ||
              s.gpt_oss_experts) {

@@ -262,11 +262,14 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "deepspeed.utils.set_z3_leaf_modules(model, [" + cls + "]) before deepspeed.initialize" +
         (listed ? " and drop the key" : "") +
         (problem.model.shape().fused_experts
-             ? ". Without a leaf ZeRO-3 gathers the block module by module (router, the experts' "
-               "3D tensors of transformers 5 as one, the shared expert): slower, not unsafe"
-             : ". Without a leaf ZeRO-3 gathers expert by expert as the router reaches them "
-               "(transformers 4.x builds a module per expert): ranks whose tokens reach "
-               "different experts issue different all-gathers and training hangs"));
+             ? std::string(". Without a leaf ZeRO-3 gathers the block module by module (the "
+                           "router, the experts' 3D tensors as one module") +
+                   (problem.model.shape().shared_expert_ffn > 0 ? ", the shared expert" : "") +
+                   "): slower, not unsafe"
+             : std::string(". Without a leaf ZeRO-3 gathers expert by expert as the router "
+                           "reaches them (transformers 4.x builds a module per expert): ranks "
+                           "whose tokens reach different experts issue different all-gathers "
+                           "and training hangs")));
   }
   const models::FineTune& ft = problem.model.finetune();
   if (ft.frozen()) {

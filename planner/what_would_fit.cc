@@ -351,7 +351,17 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
       FitCheck f = any_frugal_fits(p, s.space, trick_level, /*within_lists=*/true, ckpt);
       if (f.fits) out.push_back(words + ": fits with " + fit_words(p, f));
     };
-    if (!problem.workload.fused_attention()) {
+    if (!problem.workload.fused_attention() && problem.model.shape().attention_sinks) {
+      // GPT-OSS: no sdpa path for its sinks; the kernels-community/vllm-flash-attn3 kernel is
+      // the fused one transformers runs them with, on Hopper (check_attention_runs).
+      if (problem.cluster.profile.gpu.arch == hardware::Arch::kHopper) {
+        Problem flash = problem;
+        flash.workload.attention = sim::Attention::kFlash3;
+        trick(flash, 1,
+              "attn_implementation=\"kernels-community/vllm-flash-attn3\" (--attention "
+              "flash_attention_3) instead of eager");
+      }
+    } else if (!problem.workload.fused_attention()) {
       Problem sdpa = problem;
       sdpa.workload.attention = sim::Attention::kSdpa;
       trick(sdpa, 1, "attn_implementation=\"sdpa\" (--attention sdpa) instead of eager");

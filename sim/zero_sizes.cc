@@ -78,10 +78,25 @@ std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
   if (model.shape().fused_experts) return "";
   const std::string cls = missing_moe_leaf_class(model, zero);
   if (cls.empty()) return "";
+  // Blocks made leaves by name or suffix may be only some of them: say how many are not.
+  int64_t block = 0, moe_blocks = 0, not_leaves = 0;
+  for (const models::Layer& layer : model.layers()) {
+    if (layer.kind != models::LayerKind::kBlock) continue;
+    if (layer.moe_block) {
+      ++moe_blocks;
+      if (!moe_block_is_leaf(model.shape(), block, zero.leaf_module)) ++not_leaves;
+    }
+    ++block;
+  }
   const std::string where = file.empty() ? std::string("zero_optimization.leaf_module")
                                          : json_location(file, "/zero_optimization/leaf_module");
-  return where + " does not make " + cls +
-         " a ZeRO-3 leaf: stage 3 gathers and hooks each expert's Linears one by one (the "
+  const std::string which =
+      not_leaves == moe_blocks
+          ? " does not make " + cls + " a ZeRO-3 leaf"
+          : " leaves " + std::to_string(not_leaves) + " of the " + std::to_string(moe_blocks) +
+                " " + cls + " blocks no ZeRO-3 leaf";
+  return where + which +
+         ": stage 3 gathers and hooks each expert's Linears one by one there (the "
          "prediction prices that); with the modeling code's loop over the experts a micro-batch "
          "reaches (transformers 4.5x and later), ranks whose tokens reach different experts "
          "issue different all-gathers and training hangs. List \"" + cls +

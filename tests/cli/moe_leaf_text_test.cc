@@ -46,13 +46,45 @@ TEST_CASE("a ZeRO-3 file whose MoE blocks are not leaves gets a note", "[cli]") 
 }
 
 TEST_CASE("the transformers flag takes 5 or 4, as a release line or a version", "[cli]") {
-  for (const char* bad : {"3", "6.0", "five", "45"}) {
+  for (const char* bad : {"3", "6.0", "five", "45", "4..1", "5.", "4.-1"}) {
     INFO(bad);
     RunResult r = run_zplan(std::string("memory --model examples/hf/Mixtral-8x7B-v0.1.json "
                                         "--gpus 8 --hw h100 --stage 3 --transformers ") + bad);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("--transformers: must be 5 or 4") != std::string::npos);
   }
+  for (const char* good : {"4.57.1+cu121", "5.0.0rc1"}) {
+    INFO(good);
+    CHECK(run_zplan(std::string("memory --model examples/hf/Mixtral-8x7B-v0.1.json --gpus 8 "
+                                "--hw h100 --stage 3 --transformers ") + good)
+              .exit_code == 0);
+  }
+}
+
+TEST_CASE("blocks made ZeRO-3 leaves by name are counted in the note", "[cli]") {
+  TempFile some(ds_config(R"("stage": 3, "leaf_module": {"classes": [],
+                                  "names": ["model.layers.5.block_sparse_moe"]})"),
+                "some.json");
+  RunResult r = run_zplan("memory --model examples/hf/Mixtral-8x7B-v0.1.json --gpus 8 --hw h100 "
+                          "--seq-len 1024 --transformers 4 --ds-config " + some.path);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("/zero_optimization/leaf_module leaves 31 of the 32 MixtralSparseMoeBlock "
+                   "blocks no ZeRO-3 leaf") != std::string::npos);
+}
+
+TEST_CASE("a zplan model file's experts follow --transformers unless it says fused_experts",
+          "[cli]") {
+  const std::string moe = R"({"family": "llama", "layers": 2, "hidden": 64, "heads": 4,
+      "ffn": 128, "vocab": 256, "activation": "swiglu", "norm": "rmsnorm", "experts": 4,
+      "experts_per_token": 2, "expert_ffn": 32)";
+  TempFile plain(moe + "}", "moe.json");
+  TempFile v4(moe + R"(, "fused_experts": false})", "moe4.json");
+  const std::string run = "memory --gpus 8 --hw h100 --stage 3 --lora-rank 4 --lora-targets "
+                          "gate_proj --model ";
+  // transformers 5: no expert Linear for gate_proj to wrap; 4: one per expert.
+  CHECK(run_zplan(run + plain.path).exit_code == 1);
+  CHECK(run_zplan(run + plain.path + " --transformers 4").exit_code == 0);
+  CHECK(run_zplan(run + v4.path).exit_code == 0);
 }
 
 TEST_CASE("flags plan an MoE block outside DeepSpeed's defaults as a listed leaf", "[cli]") {
@@ -94,6 +126,14 @@ TEST_CASE("gpt-oss plans eager attention unless told flash_attention_3, and refu
   CHECK(r.out.find("attention: the prediction assumes eager attention, what from_pretrained "
                    "gives GPT-OSS (no sdpa path for its attention sinks)") != std::string::npos);
   CHECK(r.out.find("sdpa\" or flash_attention_2 would not") == std::string::npos);
+  // At its default 8K tokens nothing fits with eager attention; what would fit names the one
+  // fused kernel for the sinks, never sdpa.
+  r = run_zplan("plan --model tests/models/data/gpt-oss-20b.json --gpus 8 --hw h100 --force "
+                "--out " + out.path);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("attn_implementation=\"kernels-community/vllm-flash-attn3\" (--attention "
+                   "flash_attention_3) instead of eager: fits") != std::string::npos);
+  CHECK(r.out.find("--attention sdpa") == std::string::npos);
 }
 
 }  // namespace

@@ -129,6 +129,10 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     // is a buffer.
     CHECK(numel_of(m, "layers.3.mlp.gate") == 256 * h);
     CHECK_FALSE(m.shape().router_linear);
+    nlohmann::json no_shared = load_json_file(data_path("DeepSeek-R1.json"));
+    no_shared["n_shared_experts"] = nullptr;
+    CHECK_THAT(input_error_of([&] { model_from_hf_config(no_shared, "r1.json"); }),
+               Catch::Contains("r1.json: /n_shared_experts: null: DeepseekV3MoE sizes"));
     const Model v4 = load_model(data_path("DeepSeek-R1.json"), 4);
     CHECK(v4.num_params() == m.num_params());
     CHECK(numel_of(v4, "layers.3.mlp.experts.255.down_proj") == f * h);

@@ -98,6 +98,9 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
         6'815'744 + 3 * 37'748'736 + 32 * 8 * (4096 + 8));  // + the experts and the router
   const std::string none = input_error_of([&] { lora(mixtral_file, 8, "w1"); });
   CHECK_THAT(none, Catch::Contains("'w1' matches no linear"));
+  // The generic names offered are those that select a linear it has: not gate_proj here.
+  CHECK_THAT(none, Catch::Contains("(its block linears: q_proj, k_proj, v_proj, o_proj; or "
+                                   "all-linear; transformers 5 keeps"));
   CHECK_THAT(none, Catch::Contains("transformers 5 keeps the routed experts as 3D tensors"));
   CHECK_THAT(none, Catch::Contains("--transformers 4"));
   // gpt-oss: the router (GptOssTopKRouter) and the 3D experts are no nn.Linear in any release,
