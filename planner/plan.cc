@@ -176,6 +176,20 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "Megatron-DeepSpeed's --checkpoint-activations uses it); Hugging Face's "
         "gradient_checkpointing (torch.utils.checkpoint) ignores it and keeps them on the GPU");
   }
+  if (const models::ModelShape& m = problem.model.shape(); m.moe()) {
+    // docs/models.md "Mixture of experts": the layout decides the kernels, the host's work, the
+    // ZeRO-3 gathers and what LoRA can adapt.
+    out.push_back(
+        m.fused_experts && !m.expert_loop
+            ? std::string("transformers: the prediction assumes transformers 5's experts (3D "
+                          "tensors in one module per block, run by grouped_mm, its default "
+                          "experts_implementation); with transformers 4.x re-plan with "
+                          "--transformers 4")
+            : std::string("transformers: the prediction assumes transformers 4.x's experts (") +
+                  (m.fused_experts ? "3D tensors" : "a module of Linears per expert") +
+                  ", run in a Python loop over the experts reached); with transformers 5 "
+                  "re-plan without --transformers 4");
+  }
   if (problem.model.shape().attention_sinks) {
     // GPT-OSS: no sdpa path for the sinks; eager is what from_pretrained falls back to
     // (cli/common_options.cc resolve_workload, docs/models.md "GPT-OSS").

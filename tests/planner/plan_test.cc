@@ -480,6 +480,17 @@ TEST_CASE("a mixture of experts at ZeRO-3 is planned as a leaf module, and the p
     return n;
   };
   CHECK(leaf_lines(std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", k) == 1);
+  // Which transformers release's experts the prediction assumes, for any stage.
+  PlanResult mixtral = testing::run_plan_2t(
+      problem(std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", "a100", 8,
+              1024),
+      k);
+  REQUIRE(mixtral.recommended);
+  int says = 0;
+  for (const std::string& line : mixtral.needs) {
+    says += line.rfind("transformers: the prediction assumes transformers 5's experts", 0) == 0;
+  }
+  CHECK(says == 1);
   // Dense models need nothing of the kind.
   CHECK(leaf_lines("6.7b", k) == 0);
   // DeepSeek-V2's DeepseekV2Moe is not among DeepSpeed's default leaf classes: the written file
