@@ -57,37 +57,48 @@ bool moe_block_is_leaf(const models::ModelShape& shape, int64_t block,
   return false;
 }
 
-std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig& zero) {
-  if (zero.stage != 3 || !model.shape().moe()) return "";
+namespace {
+
+// The MoE blocks of the model, and how many of them `leaf` leaves no ZeRO-3 leaf.
+struct LeafCount {
+  int64_t moe_blocks = 0;
+  int64_t not_leaves = 0;
+};
+
+LeafCount count_leaves(const models::Model& model, const LeafModuleConfig& leaf) {
+  LeafCount c;
   int64_t block = 0;
   for (const models::Layer& layer : model.layers()) {
     if (layer.kind != models::LayerKind::kBlock) continue;
-    if (layer.moe_block && !moe_block_is_leaf(model.shape(), block, zero.leaf_module)) {
-      return model.shape().moe_block_class_name();
+    if (layer.moe_block) {
+      ++c.moe_blocks;
+      if (!moe_block_is_leaf(model.shape(), block, leaf)) ++c.not_leaves;
     }
     ++block;
   }
-  return "";
+  return c;
+}
+
+}  // namespace
+
+std::string missing_moe_leaf_class(const models::Model& model, const ZeroConfig& zero) {
+  if (zero.stage != 3 || !model.shape().moe()) return "";
+  return count_leaves(model, zero.leaf_module).not_leaves > 0
+             ? model.shape().moe_block_class_name()
+             : "";
 }
 
 std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
                           const std::string& file) {
-  // transformers 5's experts are one module (ModelShape::fused_experts): without a leaf ZeRO-3
-  // gathers the router, the experts' two tensors and the shared expert module by module, the
+  // The 3D layout keeps the experts in one module (ModelShape::fused_experts): without a leaf
+  // ZeRO-3 gathers the router, the experts' tensors and any shared expert module by module, the
   // same on every rank whichever experts its tokens reach, so there is nothing to warn of.
   if (model.shape().fused_experts) return "";
   const std::string cls = missing_moe_leaf_class(model, zero);
   if (cls.empty()) return "";
   // Blocks made leaves by name or suffix may be only some of them: say how many are not.
-  int64_t block = 0, moe_blocks = 0, not_leaves = 0;
-  for (const models::Layer& layer : model.layers()) {
-    if (layer.kind != models::LayerKind::kBlock) continue;
-    if (layer.moe_block) {
-      ++moe_blocks;
-      if (!moe_block_is_leaf(model.shape(), block, zero.leaf_module)) ++not_leaves;
-    }
-    ++block;
-  }
+  const LeafCount c = count_leaves(model, zero.leaf_module);
+  const int64_t moe_blocks = c.moe_blocks, not_leaves = c.not_leaves;
   const std::string where = file.empty() ? std::string("zero_optimization.leaf_module")
                                          : json_location(file, "/zero_optimization/leaf_module");
   const std::string which =
