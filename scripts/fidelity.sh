@@ -27,6 +27,9 @@
 # --fit-spec  the fit specification (default: tests/fidelity/fit.json)
 # --jobs      cases simulated at once (default 2)
 #
+# A case runs with the transformers release of its "transformers" field, else of its date
+# (transformers_of below; it decides how a mixture of experts is built, docs/formats.md).
+#
 # Errors are (predicted - measured) / measured. Throughput figures are compared as throughput:
 # a step time is turned into its reciprocal first, so a positive error always means zplan
 # predicts the run faster than it was; a TFLOP/s figure is zplan's samples/s times the source's
@@ -68,7 +71,7 @@ done
 [[ -f "$cases" ]] || { echo "fidelity.sh: no case file at '$cases'" >&2; exit 2; }
 
 exec python3 - "$zplan" "$cases" "$here" "$markdown" "$only" "$catalogue" "$fit" "$fitspec" "$jobs" ${sets[@]+"${sets[@]}"} <<'PY'
-import concurrent.futures, json, math, os, statistics, subprocess, sys, tempfile
+import concurrent.futures, json, math, os, re, statistics, subprocess, sys, tempfile
 
 zplan, cases_path, root, markdown, only = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 fit_mode, fitspec_path, jobs = sys.argv[7] == "1", sys.argv[8], int(sys.argv[9])
@@ -303,6 +306,31 @@ def set_pointer(obj, pointer, value):
     obj[keys[-1]] = value
 
 
+def transformers_of(c):
+    """The transformers release line a case ran: its "transformers" field; else the release its
+    DeepSpeed version text names ("transformers 5.14.1"); else "4" where that text puts the run
+    before transformers 5 (v5.0.0rc0, 2025-12-01): a DeepSpeed version it starts with older than
+    0.18, or a stated year before 2025 or a month of 2025 before December. None: zplan's default
+    (5)."""
+    if "transformers" in c:
+        return c["transformers"]
+    texts = [c.get("deepspeed_version", ""),
+             doc["sources"].get(c["source"], {}).get("deepspeed_version", "")]
+    for text in texts:
+        named = re.search(r"transformers (\d+)\.", text)
+        if named and named.group(1) in ("4", "5"):
+            return named.group(1)
+    for text in texts:
+        ds = re.match(r"\s*~?(\d+)\.(\d+)", text)
+        if ds and (int(ds.group(1)), int(ds.group(2))) < (0, 18):
+            return "4"
+        for month, year in re.findall(r"(?:(January|February|March|April|May|June|July|August|"
+                                      r"September|October|November|December) )?\b(20\d\d)\b", text):
+            if int(year) < 2025 or (int(year) == 2025 and month not in ("", "December")):
+                return "4"
+    return None
+
+
 def run_case(c, tmp, sets=None):
     sets = global_sets if sets is None else sets
     tag = c["id"] + "-" + str(abs(hash(json.dumps(sets, sort_keys=True))))
@@ -338,9 +366,11 @@ def run_case(c, tmp, sets=None):
     if c.get("zero_init") is False:
         cmd.append("--no-zero-init")
     # "transformers" (optional): "4" where the run's transformers built a mixture of experts
-    # as 4.x does (a module per expert Linear); without it, zplan's default (5).
-    if "transformers" in c:
-        cmd += ["--transformers", c["transformers"]]
+    # as 4.x does (a module per expert Linear); without it, the release of the run's date
+    # (transformers_of), else zplan's default (5). It changes nothing for a dense model.
+    t = transformers_of(c)
+    if t is not None:
+        cmd += ["--transformers", t]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

@@ -67,4 +67,21 @@ sed 's/"gpus": 16, //' "$own/cases.json" > "$own/broken.json"
 if err="$("$fidelity" --zplan "$zplan" --cases "$own/broken.json" 2>&1)"; then fail "a case without gpus ran"; fi
 [[ "$err" == "fidelity.sh: $own/broken.json: case 'own-1': 'gpus' is missing" ]] || fail "unexpected error: $err"
 
+# A case runs with the transformers release of its date unless it names one: a mixture of
+# experts of DeepSpeed 0.16 is built as transformers 4.x built it, one of 0.19 as 5, and
+# "transformers": "4" overrides the date.
+moe() {  # id, deepspeed_version, extra members
+  printf '{"id": "%s", "source": "own", "model": "examples/hf/Mixtral-8x7B-v0.1.json", "hw": "h100",
+    "gpus": 32, "seq_len": 1024, "verdict": "fits", "deepspeed_version": "%s"%s,
+    "ds_config": {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                  "zero_optimization": {"stage": 3}},
+    "measured": [{"kind": "tokens_per_s_per_gpu", "value": 500}]}' "$1" "$2" "$3"
+}
+printf '{"cases": [%s, %s, %s]}' "$(moe old '0.16.6 (April 2025)' '')" "$(moe new '0.19.2' '')" \
+  "$(moe pinned '0.19.2' ', "transformers": "4"')" > "$own/moe.json"
+moe_out="$("$fidelity" --zplan "$zplan" --cases "$own/moe.json")" || fail "the MoE set did not run: $(tail -1 <<<"$moe_out")"
+pred() { grep "^$1 " <<<"$moe_out" | grep -o '[-+][0-9]*%' | head -1; }
+[[ -n "$(pred old)" && "$(pred old)" == "$(pred pinned)" ]] || fail "a 0.16 case is not run as transformers 4: $moe_out"
+[[ "$(pred new)" != "$(pred old)" ]] || fail "a 0.19 case is run as transformers 4: $moe_out"
+
 echo "fidelity set: ok ($(grep '^Throughput: ' <<<"$out"))"
