@@ -60,14 +60,18 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       // gradients of the inputs that require grad (PyTorch's derivatives.yaml for mm/addmm,
       // each formula under grad_input_mask), so backward is one GEMM, 1x the forward FLOPs.
       // A grouped GEMM (transformers 5's experts under torch._grouped_mm): `groups` GEMMs of
-      // rows / groups rows each, every one at its own shape's efficiency, in one kernel launch;
-      // its backward is two grouped GEMMs, dX per group and dW per group (k x n over the
-      // group's rows).
+      // rows / groups rows each, every one at its own shape's efficiency; its backward is two
+      // grouped GEMMs, dX per group and dW per group (k x n over the group's rows). On Hopper
+      // and Blackwell PyTorch runs them as one CUTLASS kernel, one launch; before them its
+      // fallback (ATen GroupedMMUtils.h, PyTorch PR #161407) loops over the groups with one mm
+      // each, a launch apiece (and a device-to-host read of the offsets, not priced).
       const double g = static_cast<double>(std::max<int64_t>(1, op.groups));
+      const bool one_kernel =
+          gpu.arch == hardware::Arch::kHopper || gpu.arch == hardware::Arch::kBlackwell;
       auto grouped = [&](double m, double nn, double kk) {
-        if (g <= 1) return gemm_time_s(gpu, m, nn, kk, dtype_bytes);
         const double one = gemm_time_s(gpu, m, nn, kk, dtype_bytes);
-        return one > 0 ? g * (one - gpu.kernel_launch_s) + gpu.kernel_launch_s : 0.0;
+        if (g <= 1 || !(one > 0)) return one;
+        return one_kernel ? g * (one - gpu.kernel_launch_s) + gpu.kernel_launch_s : g * one;
       };
       const double rows_g = rows / g;
       t.fwd_s = grouped(rows_g, n, k);

@@ -113,6 +113,27 @@ TEST_CASE("cpu_checkpointing copies each checkpoint out in forward and back befo
   CHECK(h2d == kept);
 }
 
+TEST_CASE("a grouped GEMM is one launch on Hopper, one per group before it", "[sim]") {
+  // transformers 5's Mixtral: two torch._grouped_mm over the 8 experts in each block. PyTorch's
+  // one-kernel path needs sm90+; A100 runs its fallback, an mm per group.
+  const models::Model model = models::load_model(
+      std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", 5);
+  hardware::Profile prof = hardware::load_profile("a100");
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})",
+                            1, 1024);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  auto gpu_fwd = [&] {
+    const Piece p = plan_pieces(model, prof, c, Workload{1024, Attention::kSdpa}, sizes)[1];
+    return p.fwd_s - p.fwd_host_s;
+  };
+  const double looped = gpu_fwd();
+  prof.gpu.arch = hardware::Arch::kHopper;
+  const double grouped = gpu_fwd();
+  // Two grouped GEMMs forward, 7 launches saved by each, through the framework efficiency.
+  CHECK(looped - grouped ==
+        Approx(2 * 7 * prof.gpu.kernel_launch_s / prof.gpu.framework_efficiency));
+}
+
 TEST_CASE("fused causal attention executes half the s^2 products, eager all, plus softmax",
           "[sim]") {
   const models::Model model = models::load_model("llama3-8b");
