@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
 // opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral,
-// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3), gpt_oss, gptj and falcon.
+// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -237,6 +237,12 @@ constexpr DecoderType kDecoderTypes[] = {
     {"qwen3_moe",  4,  128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
     {"deepseek_v2", 32, 0,      false, 2048,    false, QkNorm::kNone,     false, false, false},
     {"deepseek_v3", 128, 0,     false, 4096,    false, QkNorm::kNone,     false, false, false},
+    // GptOssConfig: its MoE in read_experts, its attention bias and sinks in decoder().
+    // layer_types (every other layer attends to the last 128 tokens) change no parameter: zplan
+    // prices full causal attention in every layer. quantization_config (the released MXFP4
+    // experts) is ignored: training loads the checkpoint dequantized to bf16
+    // (Mxfp4Config(dequantize=True)).
+    {"gpt_oss",    8,  64,      false, 131072,  false, QkNorm::kNone,     false, false, false},
 };
 
 const DecoderType* decoder_type(const std::string& type) {
@@ -275,19 +281,29 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
                             : type == "qwen2_moe"   ? "Qwen2MoeSparseMoeBlock"
                             : type == "qwen3_moe"   ? "Qwen3MoeSparseMoeBlock"
                             : type == "deepseek_v3" ? "DeepseekV3MoE"
+                            : type == "gpt_oss"     ? "GptOssMLP"
                                                     : "DeepseekV2Moe";
   s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
   // transformers 5 moved Mixtral's block to `mlp` with the experts' 3D layout
   // (MixtralDecoderLayer.mlp = MixtralSparseMoeBlock); 4.x named it block_sparse_moe.
-  s.fused_experts = transformers_major >= 5;
+  // GptOssExperts keeps the experts as 3D tensors with biases in every transformers release
+  // that has the model (4.55 on): transformers 5 runs them with grouped_mm, 4.x in a loop over
+  // the experts reached (expert_loop).
+  const bool gpt_oss = type == "gpt_oss";
+  s.fused_experts = gpt_oss || transformers_major >= 5;
+  s.expert_loop = gpt_oss && transformers_major < 5;
+  s.gpt_oss_experts = gpt_oss;
   s.moe_block_name = type == "mixtral" && !s.fused_experts ? "block_sparse_moe" : "mlp";
   // transformers 5's routers are TopKRouter modules of their own (MixtralTopKRouter,
   // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E), and
-  // DeepSeek-V3's gate is a DeepseekV3TopkRouter in both layouts.
-  s.router_linear = type == "deepseek_v2" || (!s.fused_experts && type != "deepseek_v3");
-  if (type == "mixtral") {
-    s.experts = optional_dim(r, "num_local_experts", 8, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 2, kMaxWidth);
+  // DeepSeek-V3's and GPT-OSS's gate are TopkRouter modules in both layouts.
+  s.router_linear =
+      type == "deepseek_v2" || (!s.fused_experts && type != "deepseek_v3" && !gpt_oss);
+  if (type == "mixtral" || gpt_oss) {
+    // MixtralConfig: 8 experts, 2 a token; GptOssConfig: 128, 4; both of width
+    // intermediate_size.
+    s.experts = optional_dim(r, "num_local_experts", gpt_oss ? 128 : 8, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", gpt_oss ? 4 : 2, kMaxWidth);
     s.expert_ffn = s.ffn;
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     const bool q2 = type == "qwen2_moe";
@@ -365,8 +381,8 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
   s.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
 }
 
-// The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Phi-3, OLMo-2, Mixtral, Qwen2-MoE,
-// Qwen3-MoE, DeepSeek-V2. Sliding windows, soft-capping, rope scaling and query scaling change
+// The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Gemma-3, Phi-3, OLMo-2, Mixtral,
+// Qwen2-MoE, Qwen3-MoE, DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
 // neither parameters nor stored activations and are ignored.
 ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_major) {
   const std::string type = t.type;
@@ -397,7 +413,10 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     }
   }
   s.tied_embeddings = flag(r, "tie_word_embeddings", t.tied_default);
-  const bool attention_bias = flag(r, "attention_bias", false);
+  // GptOssConfig: attention_bias true on q, k, v and o; every other class false.
+  const bool attention_bias = flag(r, "attention_bias", type == "gpt_oss");
+  // GptOssAttention.sinks: one logit per head joined to every row of the scores.
+  s.attention_sinks = type == "gpt_oss";
   s.qkv_bias = t.qkv_bias || attention_bias;
   s.attn_out_bias = attention_bias;
   s.qk_norm = t.qk_norm;
@@ -415,7 +434,7 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
   }
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2" ||
-      type == "deepseek_v3") {
+      type == "deepseek_v3" || type == "gpt_oss") {
     read_experts(r, type, transformers_major, s);
   }
   if (type == "gemma2" || type == "gemma3_text") {
@@ -505,49 +524,6 @@ ModelShape falcon(const JsonReader& r) {
   return s;
 }
 
-// GptOssConfig (configuration_gpt_oss.py): 36 layers, hidden 2880, 64 heads of 64, 8 key/value
-// heads, 128 experts of width intermediate_size (2880), 4 a token, vocab 201088, untied,
-// attention_bias true on q, k, v and o. GptOssExperts keeps the experts as 3D tensors with biases
-// in every transformers release that has the model (4.55 on); transformers 5 runs them with
-// grouped_mm, 4.x in a loop over the experts reached. sliding_window and layer_types (every
-// other layer attends to 128 tokens) change no parameter; zplan prices full causal attention in
-// every layer. quantization_config (the released MXFP4 experts) is ignored: training loads the
-// checkpoint dequantized to bf16 (Mxfp4Config(dequantize=True)).
-ModelShape gpt_oss(const JsonReader& r, int transformers_major) {
-  ModelShape s = family_defaults(Family::kLlama);
-  read_sizes(r, s, "num_hidden_layers", "hidden_size", "num_attention_heads",
-             "intermediate_size");
-  s.head_dim = optional_dim(r, "head_dim", 64, kMaxWidth);
-  s.kv_heads = optional_dim(r, "num_key_value_heads", 8, kMaxWidth);
-  if (s.heads % s.kv_heads != 0) {
-    r.fail("num_key_value_heads", "must divide num_attention_heads (" +
-                                      std::to_string(s.heads) + "), got " +
-                                      std::to_string(s.kv_heads));
-  }
-  s.tied_embeddings = flag(r, "tie_word_embeddings", false);
-  const bool attention_bias = flag(r, "attention_bias", true);
-  s.qkv_bias = attention_bias;
-  s.attn_out_bias = attention_bias;
-  s.dropout = dropout_on(r, "attention_dropout", 0.0);
-  s.attention_sinks = true;
-  s.experts = optional_dim(r, "num_local_experts", 128, kMaxWidth);
-  s.experts_per_token = optional_dim(r, "num_experts_per_tok", 4, kMaxWidth);
-  if (s.experts_per_token > s.experts) {
-    r.fail("num_experts_per_tok", "must be at most num_local_experts (" +
-                                      std::to_string(s.experts) + "), got " +
-                                      std::to_string(s.experts_per_token));
-  }
-  s.expert_ffn = s.ffn;
-  s.moe_block_class = "transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP";
-  s.moe_block_name = "mlp";
-  s.fused_experts = true;
-  s.expert_loop = transformers_major < 5;
-  s.gpt_oss_experts = true;
-  s.router_linear = false;
-  set_seq_len(s, optional_dim(r, "max_position_embeddings", 131072, kMaxVocab));
-  return s;
-}
-
 // The last component of "_name_or_path" when the config records one ("facebook/opt-350m" ->
 // "opt-350m"), else the file's name.
 std::string model_name(const JsonReader& r, const std::string& file) {
@@ -590,8 +566,6 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
     shape = opt(r);
   } else if (const DecoderType* t = decoder_type(type)) {
     shape = decoder(r, *t, transformers_major);
-  } else if (type == "gpt_oss") {
-    shape = gpt_oss(r, transformers_major);
   } else if (type == "gptj") {
     shape = gptj(r);
   } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {
