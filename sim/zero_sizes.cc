@@ -93,12 +93,12 @@ std::string moe_leaf_note(const models::Model& model, const ZeroConfig& zero,
   // The 3D layout keeps the experts in one module (ModelShape::fused_experts): without a leaf
   // ZeRO-3 gathers the router, the experts' tensors and any shared expert module by module, the
   // same on every rank whichever experts its tokens reach, so there is nothing to warn of.
-  if (model.shape().fused_experts) return "";
-  const std::string cls = missing_moe_leaf_class(model, zero);
-  if (cls.empty()) return "";
+  if (zero.stage != 3 || !model.shape().moe() || model.shape().fused_experts) return "";
   // Blocks made leaves by name or suffix may be only some of them: say how many are not.
   const LeafCount c = count_leaves(model, zero.leaf_module);
   const int64_t moe_blocks = c.moe_blocks, not_leaves = c.not_leaves;
+  if (not_leaves == 0) return "";
+  const std::string cls = model.shape().moe_block_class_name();
   const std::string where = file.empty() ? std::string("zero_optimization.leaf_module")
                                          : json_location(file, "/zero_optimization/leaf_module");
   const std::string which =
