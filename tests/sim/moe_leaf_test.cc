@@ -32,6 +32,32 @@ models::Model data_model(const std::string& name) {
   return models::load_model(std::string(ZPLAN_SOURCE_DIR) + "/tests/models/data/" + name);
 }
 
+// The index of the first block's module `name` (layers()[1]), -1 if none.
+int module_index(const models::Model& model, const std::string& name) {
+  const models::Layer& block = model.layers()[1];
+  for (size_t i = 0; i < block.modules.size(); ++i) {
+    if (block.modules[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The first block's MoE modules that stage 3 fetches, and the elements fetched for them.
+struct MoeFetches {
+  int count = 0;
+  double elements = 0;
+};
+
+MoeFetches moe_fetches(const models::Model& model, const ZeroSizes& sizes) {
+  const models::Layer& block = model.layers()[1];
+  MoeFetches f;
+  for (size_t i = 0; i < block.modules.size(); ++i) {
+    if (!block.modules[i].moe_block) continue;
+    f.elements += sizes.module_fetch[1][i];
+    f.count += sizes.module_fetch[1][i] > 0;
+  }
+  return f;
+}
+
 TEST_CASE("leaf_module is read as DeepSpeedZeroLeafModuleConfig reads it", "[zero_config]") {
   const json z3 = {{"stage", 3}};
   const LeafModuleConfig defaults;
@@ -103,27 +129,16 @@ TEST_CASE("a leaf MoE block is one stage-3 gather, otherwise each expert Linear 
   const ZeroSizes each = zero_sizes(model, 32, c);
   // layers()[1] is the first block: q, k, v, o, then the router and 8 x 3 expert Linears (the
   // norms are persistent, as is the 8 x 4096 router, below the 1e5 persistence threshold).
-  const models::Layer& block = model.layers()[1];
-  int router = -1;
-  for (size_t i = 0; i < block.modules.size(); ++i) {
-    if (block.modules[i].name == "layers.0.block_sparse_moe.gate") router = static_cast<int>(i);
-  }
+  const int router = module_index(model, "layers.0.block_sparse_moe.gate");
   REQUIRE(router >= 0);
-  double leaf_total = 0, each_total = 0;
-  int leaf_fetches = 0, each_fetches = 0;
-  for (size_t i = 0; i < block.modules.size(); ++i) {
-    if (!block.modules[i].moe_block) continue;
-    leaf_total += leaf.module_fetch[1][i];
-    each_total += each.module_fetch[1][i];
-    leaf_fetches += leaf.module_fetch[1][i] > 0;
-    each_fetches += each.module_fetch[1][i] > 0;
-  }
-  CHECK(leaf_fetches == 1);
+  const MoeFetches leaf_fetches = moe_fetches(model, leaf);
+  const MoeFetches each_fetches = moe_fetches(model, each);
+  CHECK(leaf_fetches.count == 1);
   CHECK(leaf.module_fetch[1][router] == Approx(8.0 * 3 * h * f));
   CHECK(leaf.module_fetch_tensors[1][router] == 24);
-  CHECK(each_fetches == 24);
+  CHECK(each_fetches.count == 24);
   CHECK(each.module_fetch[1][router] == 0);  // persistent, and not a leaf's first module
-  CHECK(each_total == Approx(leaf_total));
+  CHECK(each_fetches.elements == Approx(leaf_fetches.elements));
   // The largest gather: the whole block, or the embedding (32000 x 4096) above one expert's.
   CHECK(leaf.largest_fetch == Approx(8.0 * 3 * h * f));
   CHECK(each.largest_fetch == Approx(32000.0 * h));
@@ -141,21 +156,11 @@ TEST_CASE("transformers 5's experts are one module: one gather, leaf or not, and
   const ZeroSizes leaf = zero_sizes(model, 32, c);
   c.zero.leaf_module.classes = {};
   const ZeroSizes each = zero_sizes(model, 32, c);
-  const models::Layer& block = model.layers()[1];
-  int experts = -1;
-  for (size_t i = 0; i < block.modules.size(); ++i) {
-    if (block.modules[i].name == "layers.0.mlp.experts") experts = static_cast<int>(i);
-  }
+  const int experts = module_index(model, "layers.0.mlp.experts");
   REQUIRE(experts >= 0);
-  int leaf_fetches = 0, each_fetches = 0;
-  for (size_t i = 0; i < block.modules.size(); ++i) {
-    if (!block.modules[i].moe_block) continue;
-    leaf_fetches += leaf.module_fetch[1][i] > 0;
-    each_fetches += each.module_fetch[1][i] > 0;
-  }
   // The router (8 x 4096) is persistent either way; the experts' two 3D tensors are one fetch.
-  CHECK(leaf_fetches == 1);
-  CHECK(each_fetches == 1);
+  CHECK(moe_fetches(model, leaf).count == 1);
+  CHECK(moe_fetches(model, each).count == 1);
   CHECK(each.module_fetch[1][experts] == Approx(8.0 * 3 * h * f));
   CHECK(each.module_fetch_tensors[1][experts] == 2);
   CHECK(each.largest_fetch == Approx(8.0 * 3 * h * f));
