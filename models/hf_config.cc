@@ -1,6 +1,7 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
-// opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral,
-// qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon.
+// opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
+// smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, deepseek_v2,
+// deepseek_v3, gpt_oss), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -28,8 +29,9 @@ using internal::kMaxVocab;
 using internal::kMaxWidth;
 
 constexpr const char* kSupported =
-    "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, "
-    "qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
+    "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite, smollm3, "
+    "ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, deepseek_v2, "
+    "deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -206,6 +208,17 @@ ModelShape opt(const JsonReader& r) {
 
 // The gated-MLP decoders beyond Llama: what each transformers config class defaults and builds.
 // One general reader (decoder()) takes the shapes; this table holds what differs by model_type.
+//
+// Which keys put biases on which Linears (each modeling file's nn.Linear(..., bias=...)):
+enum class BiasKeys {
+  kAttention,     // attention_bias: q, k, v and o_proj (LlamaAttention's rule)
+  kAttentionMlp,  // attention_bias as above, mlp_bias: gate, up and down (Granite, SmolLM3)
+  kQkv,           // attention_bias: q, k and v only; o_proj never (GLM-4, GLM-4.5)
+  kQkvOutMlp,     // attention_bias: q, k, v; attention_out_bias: o_proj; mlp_bias (Seed-OSS)
+  kUseBias,       // use_bias: every attention and MLP Linear (ERNIE-4.5)
+};
+enum class Fused { kNone, kGateUp, kQkvGateUp };  // GLM-4: gate_up_proj; Phi-3: and qkv_proj
+
 struct DecoderType {
   const char* type;
   int64_t kv_heads_default;  // when num_key_value_heads is absent: 0 = num_attention_heads
@@ -216,33 +229,75 @@ struct DecoderType {
   QkNorm qk_norm;
   bool sandwich_norms;       // Gemma-2: input, post-attention, pre- and post-feedforward norms
   bool post_norms_only;      // OLMo-2: post-attention and post-feedforward norms, none before
-  bool fused;                // Phi-3: qkv_proj and gate_up_proj
+  Fused fused;
+  BiasKeys bias_keys;
+  bool bias_default;         // attention_bias (kUseBias: use_bias) when absent
 };
 
 // transformers configuration_<type>.py defaults; the modeling files fix the rest (no biases
-// unless attention_bias; Qwen2MoeAttention has q/k/v biases; Qwen3 and Qwen3-MoE normalize q
-// and k per head, OLMo-2 over the whole projections).
+// unless the bias keys say so; Qwen2MoeAttention has q/k/v biases; Qwen3 and Qwen3-MoE normalize
+// q and k per head, OLMo-2 and OLMoE over the whole projections, GLM-4.5 per head when
+// use_qk_norm).
 constexpr DecoderType kDecoderTypes[] = {
     // type        kv  head_dim tied   context  qkv_b  qk_norm            sandw. post   fused
-    {"qwen3",      32, 128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
-    {"gemma",      16, 256,     true,  8192,    false, QkNorm::kNone,     false, false, false},
-    {"gemma2",     4,  256,     true,  8192,    false, QkNorm::kNone,     true,  false, false},
+    {"qwen3",      32, 128,     false, 32768,   false, QkNorm::kPerHead,  false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"gemma",      16, 256,     true,  8192,    false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"gemma2",     4,  256,     true,  8192,    false, QkNorm::kNone,     true,  false, Fused::kNone,
+     BiasKeys::kAttention, false},
     // Gemma3TextConfig (configuration_gemma3.py): Gemma-2's sandwich norms, with q_norm and
     // k_norm on each head (Gemma3Attention), both soft-caps off by default.
-    {"gemma3_text", 4, 256,     true,  131072,  false, QkNorm::kPerHead,  true,  false, false},
-    {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false, true},
-    {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  false},
-    {"mixtral",    8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, false},
-    {"qwen2_moe",  16, 0,       false, 32768,   true,  QkNorm::kNone,     false, false, false},
-    {"qwen3_moe",  4,  128,     false, 32768,   false, QkNorm::kPerHead,  false, false, false},
-    {"deepseek_v2", 32, 0,      false, 2048,    false, QkNorm::kNone,     false, false, false},
-    {"deepseek_v3", 128, 0,     false, 4096,    false, QkNorm::kNone,     false, false, false},
-    // GptOssConfig: its MoE in read_experts, its attention bias and sinks in decoder().
-    // layer_types (every other layer attends to the last 128 tokens) change no parameter: zplan
-    // prices full causal attention in every layer. quantization_config (the released MXFP4
-    // experts) is ignored: training loads the checkpoint dequantized to bf16
+    {"gemma3_text", 4, 256,     true,  131072,  false, QkNorm::kPerHead,  true,  false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false,
+     Fused::kQkvGateUp, BiasKeys::kAttention, false},
+    {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"mixtral",    8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"qwen2_moe",  16, 0,       false, 32768,   true,  QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"qwen3_moe",  4,  128,     false, 32768,   false, QkNorm::kPerHead,  false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"deepseek_v2", 32, 0,      false, 2048,    false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    {"deepseek_v3", 128, 0,     false, 4096,    false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
+    // GptOssConfig: its MoE in read_experts, its attention bias (default true) and sinks in
+    // decoder(). layer_types (every other layer attends to the last 128 tokens) change no
+    // parameter: zplan prices full causal attention in every layer. quantization_config (the
+    // released MXFP4 experts) is ignored: training loads the checkpoint dequantized to bf16
     // (Mxfp4Config(dequantize=True)).
-    {"gpt_oss",    8,  64,      false, 131072,  false, QkNorm::kNone,     false, false, false},
+    {"gpt_oss",    8,  64,      false, 131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, true},
+    // GraniteConfig: Llama's modules; its embedding, residual, attention and logit multipliers
+    // are scalars, not parameters. Every Granite 3.x checkpoint sets tie_word_embeddings true.
+    {"granite",    0,  0,       false, 2048,    false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttentionMlp, false},
+    // SmolLM3Config: Llama's modules; no_rope_layers and the sliding window add no parameter.
+    {"smollm3",    4,  0,       true,  32768,   false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttentionMlp, false},
+    // Ernie4_5Config: head_dim 128 whatever hidden_size / heads (q_proj is not square).
+    {"ernie4_5",   2,  128,     true,  131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kUseBias, false},
+    // SeedOssConfig: q/k/v biases by default (attention_bias true), o_proj's own key.
+    {"seed_oss",   8,  128,     false, 524288,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kQkvOutMlp, true},
+    // Glm4Config (GLM-4-0414): input_layernorm, post_self_attn_layernorm after the attention,
+    // post_attention_layernorm, post_mlp_layernorm after the MLP (Gemma-2's sandwich); one
+    // gate_up_proj (Phi3MLP); q/k/v biases by default, o_proj never.
+    {"glm4",       2,  128,     false, 131072,  false, QkNorm::kNone,     true,  false,
+     Fused::kGateUp, BiasKeys::kQkv, true},
+    // Glm4MoeConfig (GLM-4.5, GLM-4.6): pre-norm like Llama; head_dim is no field of the class
+    // (Glm4MoeAttention reads config.head_dim, which every checkpoint sets, else hidden_size //
+    // heads); q_norm and k_norm per head when use_qk_norm (decoder()); its MoE in read_experts.
+    {"glm4_moe",   8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kQkv, false},
+    // OlmoeConfig: OLMo's pre-norm block with q_norm and k_norm over the whole projections, and
+    // experts in every block (read_experts).
+    {"olmoe",      0,  0,       false, 4096,    false, QkNorm::kFull,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
 };
 
 const DecoderType* decoder_type(const std::string& type) {
@@ -282,6 +337,8 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
                             : type == "qwen3_moe"   ? "Qwen3MoeSparseMoeBlock"
                             : type == "deepseek_v3" ? "DeepseekV3MoE"
                             : type == "gpt_oss"     ? "GptOssMLP"
+                            : type == "glm4_moe"    ? "Glm4MoeMoE"
+                            : type == "olmoe"       ? "OlmoeSparseMoeBlock"
                                                     : "DeepseekV2Moe";
   s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
   // transformers 5 moved Mixtral's block to `mlp` with the experts' 3D layout
@@ -297,14 +354,40 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
   // transformers 5's routers are TopKRouter modules of their own (MixtralTopKRouter,
   // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E), and
   // DeepSeek-V3's and GPT-OSS's gate are TopkRouter modules in both layouts.
-  s.router_linear =
-      type == "deepseek_v2" || (!s.fused_experts && type != "deepseek_v3" && !gpt_oss);
+  s.router_linear = type == "deepseek_v2" ||
+                    (!s.fused_experts && type != "deepseek_v3" && type != "glm4_moe" && !gpt_oss);
   if (type == "mixtral" || gpt_oss) {
     // MixtralConfig: 8 experts, 2 a token; GptOssConfig: 128, 4; both of width
     // intermediate_size.
     s.experts = optional_dim(r, "num_local_experts", gpt_oss ? 128 : 8, kMaxWidth);
     s.experts_per_token = optional_dim(r, "num_experts_per_tok", gpt_oss ? 4 : 2, kMaxWidth);
     s.expert_ffn = s.ffn;
+  } else if (type == "olmoe") {
+    // OlmoeConfig: 64 experts, 8 a token, each of width intermediate_size; no shared expert.
+    s.experts = optional_dim(r, "num_experts", 64, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 8, kMaxWidth);
+    s.expert_ffn = s.ffn;
+  } else if (type == "glm4_moe") {
+    // Glm4MoeConfig: 128 routed experts of width moe_intermediate_size 1408, 8 a token, one
+    // shared expert (Glm4MoeMoE.shared_experts, of width moe_intermediate_size *
+    // n_shared_experts), and first_k_dense_replace 1 dense block (width intermediate_size)
+    // first. Glm4MoeTopkRouter is a module of its own in both layouts, and its
+    // e_score_correction_bias a buffer, not a parameter.
+    s.experts = optional_dim(r, "n_routed_experts", 128, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 8, kMaxWidth);
+    s.expert_ffn = optional_dim(r, "moe_intermediate_size", 1408, kMaxWidth);
+    s.shared_expert_ffn =
+        (r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts") : 1) *
+        s.expert_ffn;
+    if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
+    s.dense_layers = r.has("first_k_dense_replace")
+                         ? r.non_negative_integer("first_k_dense_replace")
+                         : 1;
+    if (s.dense_layers > s.layers) {
+      r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
+                                          std::to_string(s.layers) + "), got " +
+                                          std::to_string(s.dense_layers));
+    }
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     const bool q2 = type == "qwen2_moe";
     s.experts = optional_dim(r, "num_experts", q2 ? 60 : 128, kMaxWidth);
@@ -381,8 +464,37 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
   s.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
 }
 
-// The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Gemma-3, Phi-3, OLMo-2, Mixtral,
-// Qwen2-MoE, Qwen3-MoE, DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
+// The biases the type's keys put on the attention and MLP Linears (DecoderType::bias_keys).
+void read_biases(const JsonReader& r, const DecoderType& t, ModelShape& s) {
+  if (t.bias_keys == BiasKeys::kUseBias) {
+    const bool all = flag(r, "use_bias", t.bias_default);
+    s.qkv_bias = s.attn_out_bias = s.mlp_bias = all;
+    return;
+  }
+  const bool attention_bias = flag(r, "attention_bias", t.bias_default);
+  s.qkv_bias = t.qkv_bias || attention_bias;
+  switch (t.bias_keys) {
+    case BiasKeys::kAttention:
+      s.attn_out_bias = attention_bias;
+      break;
+    case BiasKeys::kAttentionMlp:
+      s.attn_out_bias = attention_bias;
+      s.mlp_bias = flag(r, "mlp_bias", false);
+      break;
+    case BiasKeys::kQkv:
+      break;
+    case BiasKeys::kQkvOutMlp:
+      s.attn_out_bias = flag(r, "attention_out_bias", false);
+      s.mlp_bias = flag(r, "mlp_bias", false);
+      break;
+    case BiasKeys::kUseBias:
+      break;
+  }
+}
+
+// The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Gemma-3, Phi-3, OLMo-2, Granite,
+// SmolLM3, ERNIE-4.5, Seed-OSS, GLM-4, Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, GLM-4.5,
+// DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
 // neither parameters nor stored activations and are ignored.
 ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_major) {
   const std::string type = t.type;
@@ -413,16 +525,16 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     }
   }
   s.tied_embeddings = flag(r, "tie_word_embeddings", t.tied_default);
-  // GptOssConfig: attention_bias true on q, k, v and o; every other class false.
-  const bool attention_bias = flag(r, "attention_bias", type == "gpt_oss");
+  read_biases(r, t, s);
   // GptOssAttention.sinks: one logit per head joined to every row of the scores.
   s.attention_sinks = type == "gpt_oss";
-  s.qkv_bias = t.qkv_bias || attention_bias;
-  s.attn_out_bias = attention_bias;
   s.qk_norm = t.qk_norm;
-  s.fused_qkv = t.fused;
-  s.fused_gate_up = t.fused;
+  // Glm4MoeAttention: q_norm and k_norm of width head_dim on each head when use_qk_norm.
+  if (type == "glm4_moe" && flag(r, "use_qk_norm", false)) s.qk_norm = QkNorm::kPerHead;
+  s.fused_qkv = t.fused == Fused::kQkvGateUp;
+  s.fused_gate_up = t.fused != Fused::kNone;
   if (t.sandwich_norms) s.post_sublayer_norm = true;
+  s.glm_norm_names = type == "glm4";
   if (t.post_norms_only) {
     s.pre_norm = false;
     s.post_sublayer_norm = true;
@@ -434,7 +546,7 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
   }
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2" ||
-      type == "deepseek_v3" || type == "gpt_oss") {
+      type == "deepseek_v3" || type == "gpt_oss" || type == "glm4_moe" || type == "olmoe") {
     read_experts(r, type, transformers_major, s);
   }
   if (type == "gemma2" || type == "gemma3_text") {
@@ -452,11 +564,12 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
   refuse_if(r, "use_bidirectional_attention", flag(r, "use_bidirectional_attention", false),
             "not modelled: bidirectional attention (EmbeddingGemma: every token attends to every "
             "other, not causally)");
-  // DeepSeek-V3's multi-token-prediction layer (model.layers.61 of the checkpoint) is not
-  // built by transformers (DeepseekV3Model._keys_to_ignore_on_load_unexpected drops it), so a
-  // Trainer run does not train it; elsewhere the key would mean layers zplan does not build.
+  // DeepSeek-V3's and GLM-4.5's multi-token-prediction layer (model.layers.61 / .46 / .92 of
+  // the checkpoint) is not built by transformers (DeepseekV3Model's and Glm4MoeModel's
+  // _keys_to_ignore_on_load_unexpected drop it), so a Trainer run does not train it; elsewhere
+  // the key would mean layers zplan does not build.
   refuse_if(r, "num_nextn_predict_layers",
-            type != "deepseek_v3" && r.has("num_nextn_predict_layers") &&
+            type != "deepseek_v3" && type != "glm4_moe" && r.has("num_nextn_predict_layers") &&
                 r.non_negative_integer("num_nextn_predict_layers") > 0,
             "not modelled: multi-token-prediction layers");
   set_seq_len(s, optional_dim(r, "max_position_embeddings", t.context_default, kMaxVocab));
@@ -577,6 +690,23 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
            "not modelled: Gemma-3's vision tower (Gemma3ForConditionalGeneration); to plan the "
            "language model alone (Gemma3ForCausalLM), save this file's text_config as a file of "
            "its own (its model_type is gemma3_text)");
+  } else if (r.json().contains("vision_config")) {
+    // A vision-language checkpoint (Qwen2.5-VL, Mistral-3, LLaVA, Llama 4, ...): the tower and
+    // its projector are not modelled. Where text_config names a type zplan reads, say so.
+    std::string text_type;
+    const nlohmann::json& tc = r.json().value("text_config", nlohmann::json());
+    if (tc.is_object() && tc.contains("model_type") && tc.at("model_type").is_string()) {
+      text_type = tc.at("model_type").get<std::string>();
+    }
+    const std::vector<std::string> known = hf_model_types();
+    const bool readable = std::find(known.begin(), known.end(), text_type) != known.end();
+    r.fail("vision_config",
+           "not modelled: the vision tower of a " + type +
+               " checkpoint (zplan plans language models); to plan its language model alone, "
+               "save " +
+               (readable ? "text_config (model_type " + text_type + ") as a config.json of its own"
+                         : std::string("the language model's keys as a config.json of their "
+                                       "own with a model_type zplan reads")));
   } else {
     r.fail("model_type",
            "unsupported model_type \"" + type + "\"; supported: " + std::string(kSupported));

@@ -83,6 +83,10 @@ struct ModelShape {
   QkNorm qk_norm = QkNorm::kNone;
   bool post_sublayer_norm = false;  // norms on the attention and MLP outputs before each residual
                                     // add (Gemma-2 with pre_norm, OLMo-2 without input norms)
+  bool glm_norm_names = false;      // the sandwich under GLM-4's names (Glm4DecoderLayer):
+                                    // post_self_attn_layernorm, post_attention_layernorm before
+                                    // the MLP, post_mlp_layernorm; else Gemma-2's
+                                    // post_attention_layernorm, pre_/post_feedforward_layernorm
   int64_t parallel_norms = 2;       // with parallel_residual: 1 = one norm feeds attention and
                                     // MLP (GPT-J, Falcon-7B), 2 = one each (NeoX, Falcon-40B)
   bool lm_head_bias = false;        // GPT-J's lm_head

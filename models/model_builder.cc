@@ -416,7 +416,11 @@ class TransformerBuilder {
     } else {
       attention(b, p);
     }
-    if (s_.post_sublayer_norm) b.norm(p + "post_attention_layernorm", s_.hidden, s_.norm);
+    const bool glm = s_.glm_norm_names;
+    if (s_.post_sublayer_norm) {
+      b.norm(p + (glm ? "post_self_attn_layernorm" : "post_attention_layernorm"), s_.hidden,
+             s_.norm);
+    }
     if (hidden_dropout_) b.memory_op("attn_dropout", dropout_bytes(s_.hidden));
 
     if (s_.parallel_residual) {
@@ -432,11 +436,15 @@ class TransformerBuilder {
     if (post_add) b.norm(p + n_.norm1, s_.hidden, s_.norm);
     if (s_.pre_norm) {
       // Gemma-2's sandwich names the norm before the MLP pre_feedforward_layernorm.
-      b.norm(p + (s_.post_sublayer_norm ? std::string("pre_feedforward_layernorm") : n_.norm2),
+      b.norm(p + (s_.post_sublayer_norm && !glm ? std::string("pre_feedforward_layernorm")
+                                                : n_.norm2),
              s_.hidden, s_.norm);
     }
     mlp(b, p, moe);
-    if (s_.post_sublayer_norm) b.norm(p + "post_feedforward_layernorm", s_.hidden, s_.norm);
+    if (s_.post_sublayer_norm) {
+      b.norm(p + (glm ? "post_mlp_layernorm" : "post_feedforward_layernorm"), s_.hidden,
+             s_.norm);
+    }
     if (hidden_dropout_) b.memory_op("mlp_dropout", dropout_bytes(s_.hidden));
     b.memory_op("mlp_residual", add_bytes(s_.hidden, 2));
     if (post_add) b.norm(p + n_.norm2, s_.hidden, s_.norm);
@@ -677,16 +685,16 @@ class TransformerBuilder {
   }
 
   // The always-on shared expert: Qwen2-MoE's shared_expert with its sigmoid shared_expert_gate,
-  // DeepSeek's shared_experts (DeepseekV2Moe / DeepseekV3MoE: n_shared_experts MLPs fused into
-  // one of n * width), nn.Linears in both layouts.
+  // DeepSeek's and GLM-4.5's shared_experts (DeepseekV2Moe / DeepseekV3MoE / Glm4MoeMoE:
+  // n_shared_experts MLPs fused into one of n * width), nn.Linears in both layouts.
   template <typename Add>
   void shared_experts(LayerBuilder& b, const std::string& m, Add& add) {
     const int64_t h = s_.hidden, fs = s_.shared_expert_ffn;
     const double hd = static_cast<double>(h);
     if (fs > 0) {
       const double fsd = static_cast<double>(fs);
-      const bool deepseek = s_.moe_block_class_name().rfind("Deepseek", 0) == 0;
-      const std::string x = m + (deepseek ? ".shared_experts." : ".shared_expert.");
+      // Qwen2-MoE names its gated one shared_expert; DeepSeek and GLM-4.5 shared_experts.
+      const std::string x = m + (s_.shared_expert_gate ? ".shared_expert." : ".shared_experts.");
       b.gemm(x + "gate_proj", fs, h, add(x + "gate_proj", fs * h));
       b.memory_op("shared_silu", 4.0 * fsd);
       b.gemm(x + "up_proj", fs, h, add(x + "up_proj", fs * h));

@@ -257,6 +257,95 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
   }
 }
 
+TEST_CASE("2025 families: parameter counts exactly as published", "[models]") {
+  // Each: zplan's count == the published total (tests/models/data/SOURCES.md), and the modules
+  // that make each type differ from Llama.
+  SECTION("Granite-3.1-8B: Llama's modules, tied by the checkpoint") {
+    Model m = load_model(data_path("granite-3.1-8b-instruct.json"));
+    CHECK(m.num_params() == 8'170'848'256);
+    CHECK(m.shape().tied_embeddings);
+    nlohmann::json c = load_json_file(data_path("granite-3.1-8b-instruct.json"));
+    c["attention_bias"] = true;
+    c["mlp_bias"] = true;
+    const Model biased = model_from_hf_config(c, "g.json");
+    // attention_bias: q, k, v and o_proj; mlp_bias: gate, up and down (LlamaAttention's rule).
+    CHECK(biased.num_params() - m.num_params() ==
+          40LL * (4096 + 2 * 1024 + 4096 + 2 * 12800 + 4096));
+  }
+  SECTION("SmolLM3-3B: tied by SmolLM3Config's default, 4 key/value heads") {
+    Model m = load_model(data_path("SmolLM3-3B.json"));
+    CHECK(m.num_params() == 3'075'098'624);
+    CHECK(m.shape().kv_heads == 4);
+  }
+  SECTION("ERNIE-4.5-0.3B: head_dim 128 with hidden 1024, use_bias on every Linear") {
+    Model m = load_model(data_path("ERNIE-4.5-0.3B-PT.json"));
+    CHECK(m.num_params() == 360'748'032);
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == 1024 * 16 * 128);
+    nlohmann::json c = load_json_file(data_path("ERNIE-4.5-0.3B-PT.json"));
+    c["use_bias"] = true;
+    CHECK(model_from_hf_config(c, "e.json").num_params() - m.num_params() ==
+          18LL * (2048 + 2 * 256 + 1024 + 2 * 3072 + 1024));
+  }
+  SECTION("Seed-OSS-36B: q/k/v biases by default, o_proj without") {
+    Model m = load_model(data_path("Seed-OSS-36B-Instruct.json"));
+    CHECK(m.num_params() == 36'151'104'512);
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == 5120 * 10240 + 10240);
+    CHECK(numel_of(m, "layers.0.self_attn.o_proj") == 10240 * 5120);
+  }
+  SECTION("GLM-4-9B-0414: GLM's sandwich of four norms, one gate_up_proj, q/k/v biases") {
+    Model m = load_model(data_path("GLM-4-9B-0414.json"));
+    CHECK(m.num_params() == 9'400'279'040);
+    CHECK(numel_of(m, "layers.0.mlp.gate_up_proj") == 4096 * 2 * 13696);
+    CHECK(numel_of(m, "layers.0.self_attn.q_proj") == 4096 * 4096 + 4096);
+    CHECK(numel_of(m, "layers.0.self_attn.o_proj") == 4096 * 4096);
+    for (const char* norm : {"input_layernorm", "post_self_attn_layernorm",
+                             "post_attention_layernorm", "post_mlp_layernorm"}) {
+      CHECK(find_module(m, std::string("layers.0.") + norm) != nullptr);
+    }
+    CHECK(find_module(m, "layers.0.pre_feedforward_layernorm") == nullptr);
+  }
+  SECTION("OLMoE-1B-7B: 64 experts top 8, full-width q/k norms, pre-norm") {
+    Model m = load_model(data_path("OLMoE-1B-7B-0924.json"));
+    CHECK(m.num_params() == 6'919'161'856);
+    CHECK(m.active_params() == 1'282'017'280);  // the paper's "1.3B active"
+    CHECK(numel_of(m, "layers.0.self_attn.q_norm") == 2048);
+    CHECK(find_module(m, "layers.0.input_layernorm") != nullptr);
+    CHECK(m.shape().moe_block_class_name() == "OlmoeSparseMoeBlock");
+    CHECK_FALSE(m.shape().router_linear);  // OlmoeTopKRouter under transformers 5
+    const Model v4 = load_model(data_path("OLMoE-1B-7B-0924.json"), 4);
+    CHECK(v4.num_params() == m.num_params());
+    CHECK(v4.shape().router_linear);  // 4.x: gate = nn.Linear(h, E)
+    CHECK(numel_of(v4, "layers.0.mlp.experts.63.down_proj") == 1024 * 2048);
+  }
+  SECTION("GLM-4.5-Air and GLM-4.5: routed and shared experts, dense blocks first, no MTP") {
+    // The Hub's totals (110,468,824,832 and 358,337,791,296) count the multi-token-prediction
+    // layer transformers does not build and the routers' e_score_correction_bias buffers; less
+    // those, the count transformers builds (SOURCES.md has the arithmetic).
+    Model air = load_model(data_path("GLM-4.5-Air.json"));
+    CHECK(air.num_params() == 106'852'245'504);
+    CHECK(air.num_params() + 2'375'059'456 + 2 * 151'552LL * 4096 + 46 * 128 ==
+          110'468'824'832);
+    CHECK(air.active_params() == 13'424'123'904);
+    CHECK(air.shape().moe_block_class_name() == "Glm4MoeMoE");
+    CHECK_FALSE(air.shape().router_linear);  // Glm4MoeTopkRouter, in both layouts
+    CHECK(numel_of(air, "layers.0.mlp.down_proj") == 10944 * 4096);  // the dense block
+    CHECK(numel_of(air, "layers.1.mlp.gate") == 128 * 4096);
+    CHECK(numel_of(air, "layers.1.mlp.shared_experts.down_proj") == 1408 * 4096);
+    CHECK(numel_of(air, "layers.1.mlp.experts") == 128LL * 3 * 1408 * 4096);
+    CHECK(find_module(air, "layers.1.self_attn.q_norm") == nullptr);  // use_qk_norm false
+    Model glm45 = load_model(data_path("GLM-4.5.json"), 4);
+    CHECK(glm45.num_params() == 352'797'814'784);
+    CHECK(glm45.active_params() == 33'632'251'904);
+    CHECK(numel_of(glm45, "layers.3.self_attn.q_norm") == 128);  // use_qk_norm: per head
+    CHECK(numel_of(glm45, "layers.3.mlp.experts.159.down_proj") == 1536 * 5120);
+    CHECK_FALSE(glm45.shape().router_linear);
+    nlohmann::json c = load_json_file(data_path("GLM-4.5-Air.json"));
+    c["first_k_dense_replace"] = 47;
+    CHECK_THAT(input_error_of([&] { model_from_hf_config(c, "air.json"); }),
+               Catch::Contains("air.json: /first_k_dense_replace: must be at most"));
+  }
+}
+
 TEST_CASE("MoE: FLOPs count the routed experts a token visits, memory counts all", "[models]") {
   Model m = load_model(example_path("Mixtral-8x7B-v0.1.json"), 4);
   const int64_t h = 4096, f = 14336, s = 4096;

@@ -197,8 +197,22 @@ TEST_CASE("transformers defaults for absent keys", "[models]") {
 TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
   CHECK(error_of(R"({"model_type": "bert", "hidden_size": 8})") ==
         "config.json: /model_type: unsupported model_type \"bert\"; supported: llama, mistral, "
-        "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-        "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
+        "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite, smollm3, ernie4_5, "
+        "seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, deepseek_v2, "
+        "deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
+  // A vision-language checkpoint: the tower is not modelled; the hint names the language
+  // model's own type where text_config gives one zplan reads.
+  CHECK(error_of(R"({"model_type": "qwen2_5_vl", "vision_config": {"depth": 32},
+    "text_config": {"model_type": "qwen2_5_vl_text"}})") ==
+        "config.json: /vision_config: not modelled: the vision tower of a qwen2_5_vl "
+        "checkpoint (zplan plans language models); to plan its language model alone, save "
+        "the language model's keys as a config.json of their own with a model_type zplan "
+        "reads");
+  CHECK(error_of(R"({"model_type": "mistral3", "vision_config": {},
+    "text_config": {"model_type": "mistral", "hidden_size": 5120}})") ==
+        "config.json: /vision_config: not modelled: the vision tower of a mistral3 checkpoint "
+        "(zplan plans language models); to plan its language model alone, save text_config "
+        "(model_type mistral) as a config.json of its own");
   CHECK(error_of(R"({"hidden_size": 8})") ==
         "config.json: /model_type: missing (expected a string)");
   CHECK(error_of(R"({"model_type": 7})") ==
