@@ -449,7 +449,7 @@ Setup resolve_setup(const SetupOptions& o) {
                     "they warn to train Gemma-2 with eager); planned with sdpa, --attention eager "
                     "for the recommended one");
   }
-  if (o.transformers.empty() && model.shape().fused_experts) {
+  if (o.transformers.empty() && model.shape().fused_experts && !model.shape().dense_experts) {
     // docs/models.md "Mixture of experts": the layout changes the kernels, the host's work and
     // the ZeRO-3 gathers of every MoE block.
     notes.push_back(model.name() + "'s experts are planned as transformers 5 builds them (" +

@@ -241,7 +241,8 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
     // of its input (h), the expert's gate, up, silu(gate) and product (4*f_e) and its output
     // before the routing weight scales it (h); the shared expert's 4*f_s (its input is the norm
     // output, counted already) and, with a sigmoid gate, its output (h).
-    const double k = static_cast<double>(m.experts_per_token);
+    // (Llama 4: every expert's copy of every token, routed_rows_per_token.)
+    const double k = static_cast<double>(m.routed_rows_per_token());
     const double fe = static_cast<double>(m.expert_ffn);
     const double fs = static_cast<double>(m.shared_expert_ffn);
     mlp_elements = static_cast<double>(m.experts) + k * (2 * h + 4 * fe) + 4 * fs +

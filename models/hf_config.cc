@@ -1,7 +1,7 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
 // opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
-// smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, deepseek_v2,
-// deepseek_v3, gpt_oss), gptj and falcon.
+// smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe,
+// llama4_text, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -30,8 +30,8 @@ using internal::kMaxWidth;
 
 constexpr const char* kSupported =
     "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite, smollm3, "
-    "ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, deepseek_v2, "
-    "deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
+    "ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
+    "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -298,6 +298,11 @@ constexpr DecoderType kDecoderTypes[] = {
     // experts in every block (read_experts).
     {"olmoe",      0,  0,       false, 4096,    false, QkNorm::kFull,     false, false, Fused::kNone,
      BiasKeys::kAttention, false},
+    // Llama4TextConfig (the language model of Llama 4 Scout and Maverick): Llama's attention
+    // (its L2 q/k norm has no weight; chunked attention and the NoPE layers are priced as full
+    // causal attention), feed_forward in place of mlp, its MoE in read_experts.
+    {"llama4_text", 8, 128,     false, 131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
+     BiasKeys::kAttention, false},
 };
 
 const DecoderType* decoder_type(const std::string& type) {
@@ -339,22 +344,29 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
                             : type == "gpt_oss"     ? "GptOssMLP"
                             : type == "glm4_moe"    ? "Glm4MoeMoE"
                             : type == "olmoe"       ? "OlmoeSparseMoeBlock"
+                            : type == "llama4_text" ? "Llama4TextMoe"
                                                     : "DeepseekV2Moe";
-  s.moe_block_class = "transformers.models." + type + ".modeling_" + type + "." + block_class;
+  const std::string module = type == "llama4_text" ? "llama4" : type;
+  s.moe_block_class = "transformers.models." + module + ".modeling_" + module + "." + block_class;
   // transformers 5 moved Mixtral's block to `mlp` with the experts' 3D layout
   // (MixtralDecoderLayer.mlp = MixtralSparseMoeBlock); 4.x named it block_sparse_moe.
   // GptOssExperts keeps the experts as 3D tensors with biases in every transformers release
   // that has the model (4.55 on): transformers 5 runs them with grouped_mm, 4.x in a loop over
   // the experts reached (expert_loop).
   const bool gpt_oss = type == "gpt_oss";
-  s.fused_experts = gpt_oss || transformers_major >= 5;
+  const bool llama4 = type == "llama4_text";
+  // Llama4TextExperts is 3D (gate_up_proj [E, h, 2f], down_proj [E, f, h]) in every release.
+  s.fused_experts = gpt_oss || llama4 || transformers_major >= 5;
+  s.dense_experts = llama4;
   s.expert_loop = gpt_oss && transformers_major < 5;
   s.gpt_oss_experts = gpt_oss;
-  s.moe_block_name = type == "mixtral" && !s.fused_experts ? "block_sparse_moe" : "mlp";
+  s.moe_block_name = type == "mixtral" && !s.fused_experts ? "block_sparse_moe"
+                     : llama4                               ? "feed_forward"
+                                                            : "mlp";
   // transformers 5's routers are TopKRouter modules of their own (MixtralTopKRouter,
   // Qwen2MoeTopKRouter, ...), not nn.Linear; DeepseekV2Moe keeps gate = nn.Linear(h, E), and
   // DeepSeek-V3's and GPT-OSS's gate are TopkRouter modules in both layouts.
-  s.router_linear = type == "deepseek_v2" ||
+  s.router_linear = type == "deepseek_v2" || llama4 ||
                     (!s.fused_experts && type != "deepseek_v3" && type != "glm4_moe" && !gpt_oss);
   if (type == "mixtral" || gpt_oss) {
     // MixtralConfig: 8 experts, 2 a token; GptOssConfig: 128, 4; both of width
@@ -362,6 +374,33 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     s.experts = optional_dim(r, "num_local_experts", gpt_oss ? 128 : 8, kMaxWidth);
     s.experts_per_token = optional_dim(r, "num_experts_per_tok", gpt_oss ? 4 : 2, kMaxWidth);
     s.expert_ffn = s.ffn;
+  } else if (llama4) {
+    // Llama4TextConfig: 16 experts, 1 a token, each and the shared expert of width
+    // intermediate_size; the dense blocks' MLP of intermediate_size_mlp (16384); MoE in blocks
+    // interleave_moe_layer_step - 1, 2 * step - 1, ... (moe_layers, when given, must say the
+    // same: other lists are not modelled).
+    s.experts = optional_dim(r, "num_local_experts", 16, kMaxWidth);
+    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 1, kMaxWidth);
+    s.expert_ffn = s.ffn;
+    s.shared_expert_ffn = s.ffn;
+    s.ffn = optional_dim(r, "intermediate_size_mlp", 16384, kMaxWidth);
+    s.moe_layer_step = optional_dim(r, "interleave_moe_layer_step", 1, kMaxLayers);
+    if (s.moe_layer_step > s.layers) {
+      r.fail("interleave_moe_layer_step", "must be at most num_hidden_layers (" +
+                                              std::to_string(s.layers) + "), got " +
+                                              std::to_string(s.moe_layer_step));
+    }
+    if (r.has("moe_layers")) {
+      const nlohmann::json& list = r.json().at("moe_layers");
+      nlohmann::json expected = nlohmann::json::array();
+      for (int64_t i = s.moe_layer_step - 1; i < s.layers; i += s.moe_layer_step) {
+        expected.push_back(i);
+      }
+      if (list != expected) {
+        r.fail("moe_layers", "not modelled: experts in blocks other than every "
+                             "interleave_moe_layer_step-th (" + expected.dump() + ")");
+      }
+    }
   } else if (type == "olmoe") {
     // OlmoeConfig: 64 experts, 8 a token, each of width intermediate_size; no shared expert.
     s.experts = optional_dim(r, "num_experts", 64, kMaxWidth);
@@ -464,14 +503,21 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
   s.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
 }
 
+// A bias key: absent -> the class default; null -> no bias (nn.Linear(..., bias=None) builds
+// none, whatever the default).
+bool bias_flag(const JsonReader& r, const char* key, bool fallback) {
+  if (r.json().contains(key) && r.json().at(key).is_null()) return false;
+  return flag(r, key, fallback);
+}
+
 // The biases the type's keys put on the attention and MLP Linears (DecoderType::bias_keys).
 void read_biases(const JsonReader& r, const DecoderType& t, ModelShape& s) {
   if (t.bias_keys == BiasKeys::kUseBias) {
-    const bool all = flag(r, "use_bias", t.bias_default);
+    const bool all = bias_flag(r, "use_bias", t.bias_default);
     s.qkv_bias = s.attn_out_bias = s.mlp_bias = all;
     return;
   }
-  const bool attention_bias = flag(r, "attention_bias", t.bias_default);
+  const bool attention_bias = bias_flag(r, "attention_bias", t.bias_default);
   s.qkv_bias = t.qkv_bias || attention_bias;
   switch (t.bias_keys) {
     case BiasKeys::kAttention:
@@ -479,13 +525,13 @@ void read_biases(const JsonReader& r, const DecoderType& t, ModelShape& s) {
       break;
     case BiasKeys::kAttentionMlp:
       s.attn_out_bias = attention_bias;
-      s.mlp_bias = flag(r, "mlp_bias", false);
+      s.mlp_bias = bias_flag(r, "mlp_bias", false);
       break;
     case BiasKeys::kQkv:
       break;
     case BiasKeys::kQkvOutMlp:
-      s.attn_out_bias = flag(r, "attention_out_bias", false);
-      s.mlp_bias = flag(r, "mlp_bias", false);
+      s.attn_out_bias = bias_flag(r, "attention_out_bias", false);
+      s.mlp_bias = bias_flag(r, "mlp_bias", false);
       break;
     case BiasKeys::kUseBias:
       break;
@@ -494,7 +540,7 @@ void read_biases(const JsonReader& r, const DecoderType& t, ModelShape& s) {
 
 // The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Gemma-3, Phi-3, OLMo-2, Granite,
 // SmolLM3, ERNIE-4.5, Seed-OSS, GLM-4, Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, GLM-4.5,
-// DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
+// Llama 4, DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
 // neither parameters nor stored activations and are ignored.
 ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_major) {
   const std::string type = t.type;
@@ -546,7 +592,8 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     s.dropout = s.dropout || dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0);
   }
   if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "deepseek_v2" ||
-      type == "deepseek_v3" || type == "gpt_oss" || type == "glm4_moe" || type == "olmoe") {
+      type == "deepseek_v3" || type == "gpt_oss" || type == "glm4_moe" || type == "olmoe" ||
+      type == "llama4_text") {
     read_experts(r, type, transformers_major, s);
   }
   if (type == "gemma2" || type == "gemma3_text") {
@@ -648,6 +695,26 @@ std::string model_name(const JsonReader& r, const std::string& file) {
   return internal::model_name_from_path(file);
 }
 
+// A vision-language checkpoint (Qwen2.5-VL, Mistral-3, LLaVA, Llama 4, ...): the tower and its
+// projector are not modelled, whatever the model_type. Where text_config names a type zplan
+// reads, say so.
+[[noreturn]] void refuse_vision_tower(const JsonReader& r, const std::string& type) {
+  std::string text_type;
+  const nlohmann::json& tc = r.json().value("text_config", nlohmann::json());
+  if (tc.is_object() && tc.contains("model_type") && tc.at("model_type").is_string()) {
+    text_type = tc.at("model_type").get<std::string>();
+  }
+  const std::vector<std::string> known = hf_model_types();
+  const bool readable = std::find(known.begin(), known.end(), text_type) != known.end();
+  r.fail("vision_config",
+         "not modelled: the vision tower of a " + type +
+             " checkpoint (zplan plans language models); to plan its language model alone, "
+             "save " +
+             (readable ? "text_config (model_type " + text_type + ") as a config.json of its own"
+                       : std::string("the language model's keys as a config.json of their "
+                                     "own with a model_type zplan reads")));
+}
+
 }  // namespace
 
 std::vector<std::string> hf_model_types() {
@@ -668,6 +735,7 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
   JsonReader r(config, file);
   if (!config.is_object()) r.fail("must be a JSON object, got " + describe_json_value(config));
   std::string type = r.string("model_type");
+  if (r.json().contains("vision_config") && type != "gemma3") refuse_vision_tower(r, type);
   ModelShape shape;
   if (type == "llama" || type == "mistral" || type == "qwen2") {
     shape = llama_like(r, type);
@@ -690,23 +758,6 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
            "not modelled: Gemma-3's vision tower (Gemma3ForConditionalGeneration); to plan the "
            "language model alone (Gemma3ForCausalLM), save this file's text_config as a file of "
            "its own (its model_type is gemma3_text)");
-  } else if (r.json().contains("vision_config")) {
-    // A vision-language checkpoint (Qwen2.5-VL, Mistral-3, LLaVA, Llama 4, ...): the tower and
-    // its projector are not modelled. Where text_config names a type zplan reads, say so.
-    std::string text_type;
-    const nlohmann::json& tc = r.json().value("text_config", nlohmann::json());
-    if (tc.is_object() && tc.contains("model_type") && tc.at("model_type").is_string()) {
-      text_type = tc.at("model_type").get<std::string>();
-    }
-    const std::vector<std::string> known = hf_model_types();
-    const bool readable = std::find(known.begin(), known.end(), text_type) != known.end();
-    r.fail("vision_config",
-           "not modelled: the vision tower of a " + type +
-               " checkpoint (zplan plans language models); to plan its language model alone, "
-               "save " +
-               (readable ? "text_config (model_type " + text_type + ") as a config.json of its own"
-                         : std::string("the language model's keys as a config.json of their "
-                                       "own with a model_type zplan reads")));
   } else {
     r.fail("model_type",
            "unsupported model_type \"" + type + "\"; supported: " + std::string(kSupported));

@@ -131,6 +131,21 @@ struct ModelShape {
   // scores before the softmax (GptOssAttention); transformers runs them in eager attention or
   // the kernels-community/vllm-flash-attn3 kernel only (no sdpa).
   bool attention_sinks = false;
+  // Llama 4 (Llama4TextMoe): every routed expert runs on every token -- the tokens repeated E
+  // times, each copy scaled by its sigmoid router score (0 where the expert was not picked),
+  // one torch.bmm over [E, T, h] for gate_up_proj and one for down_proj, the E outputs summed
+  // -- so the experts' FLOPs and activations are E times a token's, not experts_per_token
+  // times; in every transformers release that has the model.
+  bool dense_experts = false;
+  // MoE in every moe_layer_step-th block from dense_layers on (Llama 4's
+  // interleave_moe_layer_step: blocks step - 1, 2 * step - 1, ...); the others dense.
+  int64_t moe_layer_step = 1;
+  // Rows a token sends through the routed experts: experts_per_token, or every expert's copy.
+  int64_t routed_rows_per_token() const { return dense_experts ? experts : experts_per_token; }
+  // Whether block i (0-based) holds the sparse MoE block.
+  bool moe_layer(int64_t i) const {
+    return experts > 0 && i >= dense_layers && (i - dense_layers) % moe_layer_step == moe_layer_step - 1;
+  }
 
   // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
   // q_proj (q_lora_rank 0) or q_a_proj -> q_a_layernorm -> q_b_proj; keys and values from a
@@ -236,6 +251,9 @@ struct ComputeOp {
   // kGemm: one torch._grouped_mm over `groups` equal GEMMs, the routed rows split evenly among
   // them (transformers 5's experts): each group's GEMM is priced at its own shape, one launch.
   int64_t groups = 1;
+  // kGemm with groups: a torch.bmm over the groups (Llama 4's experts), one kernel on every GPU
+  // (a grouped GEMM is one kernel only on Hopper and Blackwell, sim/step_costs.cc).
+  bool batched = false;
   // kGemm: the weight is an nn.Linear's, so PEFT's target_modules can wrap it (not the 3D
   // expert tensors or a TopKRouter's weight of transformers 5).
   bool peft_linear = true;

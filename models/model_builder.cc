@@ -120,11 +120,15 @@ Names names_for(const ModelShape& s) {
       n.k = "self_attn.k_proj";
       n.v = "self_attn.v_proj";
       n.out = "self_attn.o_proj";
-      n.gate = "mlp.gate_proj";
-      n.up = "mlp.up_proj";
-      n.down = "mlp.down_proj";
+      {
+        // Llama 4's decoder layer names its MLP, dense or sparse, feed_forward.
+        const std::string mlp = s.moe_block_name == "feed_forward" ? "feed_forward." : "mlp.";
+        n.gate = mlp + "gate_proj";
+        n.up = mlp + "up_proj";
+        n.down = mlp + "down_proj";
+        if (s.fused_gate_up) n.gate_up = mlp + "gate_up_proj";
+      }
       if (s.fused_qkv) n.qkv = "self_attn.qkv_proj";
-      if (s.fused_gate_up) n.gate_up = "mlp.gate_up_proj";
       n.tokens = "embed_tokens";
       n.positions = "embed_positions";
       n.final_norm = "norm";
@@ -303,6 +307,10 @@ ModelShape normalized(ModelShape s, const std::string& where) {
     check_range(where, "expert_ffn", s.expert_ffn, 1, kMaxWidth);
     check_range(where, "shared_expert_ffn", s.shared_expert_ffn, 0, kMaxWidth);
     check_range(where, "dense_layers", s.dense_layers, 0, s.layers);
+    check_range(where, "moe_layer_step", s.moe_layer_step, 1, s.layers);
+    if (s.dense_experts && !s.fused_experts) {
+      fail(where, "dense_experts", "needs the experts' 3D tensors (fused_experts true)");
+    }
     if (s.shared_expert_gate && s.shared_expert_ffn == 0) {
       fail(where, "shared_expert_gate", "needs a shared expert (shared_expert_ffn > 0)");
     }
@@ -404,7 +412,7 @@ class TransformerBuilder {
   Layer block(int64_t i) {
     const std::string prefix = n_.block + "." + std::to_string(i);
     const std::string p = prefix + ".";
-    const bool moe = s_.moe() && i >= s_.dense_layers;
+    const bool moe = s_.moe_layer(i);
     LayerBuilder b(prefix, LayerKind::kBlock, /*checkpointed=*/true);
     if (moe) b.set_moe_block();
     // Post-add norms (OPT-350m): pre_norm false without sublayer-output norms.
@@ -573,6 +581,10 @@ class TransformerBuilder {
                     ""};
       router.moe_block = true;
       b.gemm(m + ".router", s_.experts, h, b.add_module(std::move(router)));
+    } else if (s_.dense_experts) {
+      // Llama4Router: an nn.Linear(h, E) subclass (a plain nn.Linear before 4.54), top-k of the
+      // logits, sigmoid of the kept ones.
+      b.gemm(m + ".router", s_.experts, h, add(m + ".router", s_.experts * h));
     } else {
       b.gemm(m + ".gate", s_.experts, h, add(m + ".gate", s_.experts * h));
     }
@@ -611,6 +623,10 @@ class TransformerBuilder {
     }
     mod.moe_block = true;
     const int experts = b.add_module(std::move(mod));
+    if (s_.dense_experts) {
+      dense_experts(b, x, experts);
+      return;
+    }
     // chunk (views), act(gate) (read f, write f) and the product (read two, write one); GPT-OSS:
     // the gate_up bias (read and write 2f), two clamps, the scaled sigmoid, its product, up + 1
     // and the last product, each reading and writing f (estimate).
@@ -641,19 +657,42 @@ class TransformerBuilder {
     b.memory_op(x + ".sort", 40.0 * k);
     // hidden_states[token_idx], then [perm]: read and write h per routed row, twice.
     b.memory_op(x + ".dispatch", 8.0 * hd * k);
-    auto grouped = [&](const std::string& name, int64_t n, int64_t kdim) {
-      b.gemm(name, n, kdim, experts);
-      ComputeOp& op = b.layer().ops.back();
-      op.token_factor = k;
-      op.groups = s_.experts;
-      op.peft_linear = false;
-    };
-    grouped(x + ".gate_up_proj", 2 * fe, h);
+    all_experts_gemm(b, x + ".gate_up_proj", 2 * fe, h, experts, k, false);
     b.memory_op(x + ".act", act * k);
-    grouped(x + ".down_proj", h, fe);
+    all_experts_gemm(b, x + ".down_proj", h, fe, experts, k, false);
     // The routing weight's multiply (read and write h), out[inv_perm] (read and write h) and
     // index_add_ into the output (read the row and the output row, write it): 14h per row.
     b.memory_op(x + ".combine", (14.0 * hd + down_bias) * k);
+  }
+
+  // Llama4TextMoe.forward (modeling_llama4.py, the same in every release): the tokens repeated
+  // once per expert (hidden_states.repeat, E*h written a token), each copy scaled by its
+  // sigmoid score (read and write E*h), Llama4TextExperts' bmm of [E, T, h] with gate_up_proj
+  // [E, h, 2f], chunk, up * act(gate), the bmm with down_proj [E, f, h], and the sum over the E
+  // outputs into the shared expert's (read E*h, read and write h). Every expert computes every
+  // token: E GEMMs of T rows, one kernel each way.
+  void dense_experts(LayerBuilder& b, const std::string& x, int experts) {
+    const int64_t h = s_.hidden, fe = s_.expert_ffn;
+    const double e = static_cast<double>(s_.experts);
+    const double hd = static_cast<double>(h), fed = static_cast<double>(fe);
+    b.memory_op(x + ".dispatch", 6.0 * hd * e + 2.0 * hd);
+    all_experts_gemm(b, x + ".gate_up_proj", 2 * fe, h, experts, e, true);
+    b.memory_op(x + ".act", 10.0 * fed * e);
+    all_experts_gemm(b, x + ".down_proj", h, fe, experts, e, true);
+    b.memory_op(x + ".combine", 2.0 * hd * e + 4.0 * hd);
+  }
+
+  // One kernel over all of a module's experts: torch._grouped_mm over the routed rows sorted by
+  // expert (rows_per_token k), or Llama 4's torch.bmm over every token's E copies (batched, E).
+  // Adapters never wrap the 3D expert tensors.
+  void all_experts_gemm(LayerBuilder& b, const std::string& name, int64_t n, int64_t kdim,
+                        int module, double rows_per_token, bool batched) {
+    b.gemm(name, n, kdim, module);
+    ComputeOp& op = b.layer().ops.back();
+    op.token_factor = rows_per_token;
+    op.groups = s_.experts;
+    op.batched = batched;
+    op.peft_linear = false;
   }
 
   // transformers 4.x: per expert an nn.Module of three Linears, run by the modeling code's loop.
@@ -693,8 +732,10 @@ class TransformerBuilder {
     const double hd = static_cast<double>(h);
     if (fs > 0) {
       const double fsd = static_cast<double>(fs);
-      // Qwen2-MoE names its gated one shared_expert; DeepSeek and GLM-4.5 shared_experts.
-      const std::string x = m + (s_.shared_expert_gate ? ".shared_expert." : ".shared_experts.");
+      // Qwen2-MoE names its gated one shared_expert, Llama 4 its ungated one; DeepSeek and
+      // GLM-4.5 shared_experts.
+      const bool one = s_.shared_expert_gate || s_.dense_experts;
+      const std::string x = m + (one ? ".shared_expert." : ".shared_experts.");
       b.gemm(x + "gate_proj", fs, h, add(x + "gate_proj", fs * h));
       b.memory_op("shared_silu", 4.0 * fsd);
       b.gemm(x + "up_proj", fs, h, add(x + "up_proj", fs * h));

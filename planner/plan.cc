@@ -180,7 +180,12 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
     // docs/models.md "Mixture of experts": the layout decides the kernels, the host's work, the
     // ZeRO-3 gathers and what LoRA can adapt.
     out.push_back(
-        m.fused_experts && !m.expert_loop
+        m.dense_experts
+            ? std::string("experts: the prediction runs every expert on every token, as "
+                          "Llama4TextMoe does in every transformers release (one bmm over the "
+                          "experts, the unpicked copies scaled by 0): the routed experts cost E "
+                          "times a token's FLOPs, not experts_per_token times")
+        : m.fused_experts && !m.expert_loop
             ? std::string("transformers: the prediction assumes transformers 5's experts (3D "
                           "tensors in one module per block, run by grouped_mm, its default "
                           "experts_implementation); with transformers 4.x re-plan with "

@@ -64,10 +64,11 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       // grouped GEMMs, dX per group and dW per group (k x n over the group's rows). On Hopper
       // and Blackwell PyTorch runs them as one CUTLASS kernel, one launch; before them its
       // fallback (ATen GroupedMMUtils.h, PyTorch PR #161407) loops over the groups with one mm
-      // each, a launch apiece (and a device-to-host read of the offsets, not priced).
+      // each, a launch apiece (and a device-to-host read of the offsets, not priced). A
+      // torch.bmm over the groups (`batched`, Llama 4's experts) is one kernel on every GPU.
       const double g = static_cast<double>(std::max<int64_t>(1, op.groups));
-      const bool one_kernel =
-          gpu.arch == hardware::Arch::kHopper || gpu.arch == hardware::Arch::kBlackwell;
+      const bool one_kernel = op.batched || gpu.arch == hardware::Arch::kHopper ||
+                              gpu.arch == hardware::Arch::kBlackwell;
       auto grouped = [&](double m, double nn, double kk) {
         const double one = gemm_time_s(gpu, m, nn, kk, dtype_bytes);
         if (g <= 1 || !(one > 0)) return one;
@@ -137,7 +138,7 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
         x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
         x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
         x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
-        x.groups != y.groups) {
+        x.groups != y.groups || x.batched != y.batched) {
       return false;
     }
   }

@@ -317,6 +317,36 @@ TEST_CASE("2025 families: parameter counts exactly as published", "[models]") {
     CHECK(v4.shape().router_linear);  // 4.x: gate = nn.Linear(h, E)
     CHECK(numel_of(v4, "layers.0.mlp.experts.63.down_proj") == 1024 * 2048);
   }
+  SECTION("Llama 4 Scout and Maverick: every expert on every token, interleaved MoE blocks") {
+    // The language models of the Hub's 108,641,793,536 and 401,583,781,376, less the vision
+    // tower and projector (871,932,416 each; SOURCES.md).
+    Model scout = load_model(data_path("Llama-4-Scout-17B-16E-text_config.json"));
+    CHECK(scout.num_params() + 871'932'416 == 108'641'793'536);
+    CHECK(scout.active_params() == 17'172'894'720);
+    CHECK(numel_of(scout, "layers.0.feed_forward.router") == 16 * 5120);
+    CHECK(scout.shape().router_linear);  // Llama4Router is an nn.Linear
+    CHECK(numel_of(scout, "layers.0.feed_forward.shared_expert.down_proj") == 8192 * 5120);
+    CHECK(numel_of(scout, "layers.0.feed_forward.experts") == 16LL * 3 * 5120 * 8192);
+    // The experts' FLOPs are all 16 experts' on every token: one bmm each way.
+    int bmms = 0;
+    for (const ComputeOp& op : scout.layers()[1].ops) {
+      if (!op.batched) continue;
+      ++bmms;
+      CHECK(op.token_factor == 16);
+      CHECK(op.groups == 16);
+    }
+    CHECK(bmms == 2);
+    Model maverick = load_model(data_path("Llama-4-Maverick-17B-128E-text_config.json"), 4);
+    CHECK(maverick.num_params() + 871'932'416 == 401'583'781'376);
+    CHECK(maverick.active_params() == 17'184'691'200);
+    CHECK(numel_of(maverick, "layers.0.feed_forward.down_proj") == 16384 * 5120);  // dense
+    CHECK(numel_of(maverick, "layers.1.feed_forward.experts") == 128LL * 3 * 5120 * 8192);
+    CHECK(find_module(maverick, "layers.2.feed_forward.router") == nullptr);
+    nlohmann::json c = load_json_file(data_path("Llama-4-Maverick-17B-128E-text_config.json"));
+    c["moe_layers"] = {0, 2};
+    CHECK_THAT(input_error_of([&] { model_from_hf_config(c, "mav.json"); }),
+               Catch::Contains("mav.json: /moe_layers: not modelled"));
+  }
   SECTION("GLM-4.5-Air and GLM-4.5: routed and shared experts, dense blocks first, no MTP") {
     // The Hub's totals (110,468,824,832 and 358,337,791,296) count the multi-token-prediction
     // layer transformers does not build and the routers' e_score_correction_bias buffers; less
