@@ -47,6 +47,27 @@ int64_t optional_dim(const JsonReader& r, const char* key, int64_t fallback, int
   return r.has(key) ? dim(r, key, max) : fallback;
 }
 
+// A key the config class stores as given, with no `if x is None` fallback, and the modeling
+// code sizes layers or compares block indices with (the MoE and latent-attention sizes): null
+// is refused, as transformers would fail building the model (nn.Linear(h, None), i >= None),
+// rather than read as the default.
+void refuse_null(const JsonReader& r, const char* key, int64_t fallback) {
+  if (r.json().contains(key) && r.json().at(key).is_null()) {
+    r.fail(key, "null: transformers cannot build the model with None here; give a number, or "
+                "leave the key out for the default (" + std::to_string(fallback) + ")");
+  }
+}
+
+int64_t sized_dim(const JsonReader& r, const char* key, int64_t fallback, int64_t max) {
+  refuse_null(r, key, fallback);
+  return optional_dim(r, key, fallback, max);
+}
+
+int64_t sized_count(const JsonReader& r, const char* key, int64_t fallback) {
+  refuse_null(r, key, fallback);
+  return r.has(key) ? r.non_negative_integer(key) : fallback;
+}
+
 bool flag(const JsonReader& r, const char* key, bool fallback) {
   return r.optional_boolean(key).value_or(fallback);
 }
@@ -71,6 +92,16 @@ void check_heads_divide(const JsonReader& r, const char* heads_key, int64_t head
   if (hidden % heads != 0) {
     r.fail(heads_key, "must divide " + std::string(hidden_key) + " (" + std::to_string(hidden) +
                           "), got " + std::to_string(heads));
+  }
+}
+
+// Where the class reads head_dim and falls back to hidden_size / num_attention_heads: an
+// uneven split means the config lost its head_dim (GLM-4.5: 5120 / 96), so name that key.
+void check_head_dim_from_split(const JsonReader& r, int64_t heads, int64_t hidden) {
+  if (hidden % heads != 0) {
+    r.fail("head_dim", "absent or null, and num_attention_heads (" + std::to_string(heads) +
+                           ") does not divide hidden_size (" + std::to_string(hidden) +
+                           "): give head_dim, the width of one attention head");
   }
 }
 
@@ -99,7 +130,7 @@ ModelShape llama_like(const JsonReader& r, const std::string& type) {
   if (r.has("head_dim")) {
     s.head_dim = dim(r, "head_dim", kMaxWidth);
   } else {
-    check_heads_divide(r, "num_attention_heads", s.heads, "hidden_size", s.hidden);
+    check_head_dim_from_split(r, s.heads, s.hidden);
   }
   int64_t kv_default = s.heads;
   if (!r.json().contains("num_key_value_heads")) {
@@ -371,20 +402,20 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
   if (type == "mixtral" || gpt_oss) {
     // MixtralConfig: 8 experts, 2 a token; GptOssConfig: 128, 4; both of width
     // intermediate_size.
-    s.experts = optional_dim(r, "num_local_experts", gpt_oss ? 128 : 8, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", gpt_oss ? 4 : 2, kMaxWidth);
+    s.experts = sized_dim(r, "num_local_experts", gpt_oss ? 128 : 8, kMaxWidth);
+    s.experts_per_token = sized_dim(r, "num_experts_per_tok", gpt_oss ? 4 : 2, kMaxWidth);
     s.expert_ffn = s.ffn;
   } else if (llama4) {
     // Llama4TextConfig: 16 experts, 1 a token, each and the shared expert of width
     // intermediate_size; the dense blocks' MLP of intermediate_size_mlp (16384); MoE in blocks
     // interleave_moe_layer_step - 1, 2 * step - 1, ... (moe_layers, when given, must say the
     // same: other lists are not modelled).
-    s.experts = optional_dim(r, "num_local_experts", 16, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 1, kMaxWidth);
+    s.experts = sized_dim(r, "num_local_experts", 16, kMaxWidth);
+    s.experts_per_token = sized_dim(r, "num_experts_per_tok", 1, kMaxWidth);
     s.expert_ffn = s.ffn;
     s.shared_expert_ffn = s.ffn;
-    s.ffn = optional_dim(r, "intermediate_size_mlp", 16384, kMaxWidth);
-    s.moe_layer_step = optional_dim(r, "interleave_moe_layer_step", 1, kMaxLayers);
+    s.ffn = sized_dim(r, "intermediate_size_mlp", 16384, kMaxWidth);
+    s.moe_layer_step = sized_dim(r, "interleave_moe_layer_step", 1, kMaxLayers);
     if (s.moe_layer_step > s.layers) {
       r.fail("interleave_moe_layer_step", "must be at most num_hidden_layers (" +
                                               std::to_string(s.layers) + "), got " +
@@ -403,8 +434,8 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     }
   } else if (type == "olmoe") {
     // OlmoeConfig: 64 experts, 8 a token, each of width intermediate_size; no shared expert.
-    s.experts = optional_dim(r, "num_experts", 64, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 8, kMaxWidth);
+    s.experts = sized_dim(r, "num_experts", 64, kMaxWidth);
+    s.experts_per_token = sized_dim(r, "num_experts_per_tok", 8, kMaxWidth);
     s.expert_ffn = s.ffn;
   } else if (type == "glm4_moe") {
     // Glm4MoeConfig: 128 routed experts of width moe_intermediate_size 1408, 8 a token, one
@@ -412,16 +443,14 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     // n_shared_experts), and first_k_dense_replace 1 dense block (width intermediate_size)
     // first. Glm4MoeTopkRouter is a module of its own in both layouts, and its
     // e_score_correction_bias a buffer, not a parameter.
-    s.experts = optional_dim(r, "n_routed_experts", 128, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", 8, kMaxWidth);
-    s.expert_ffn = optional_dim(r, "moe_intermediate_size", 1408, kMaxWidth);
+    s.experts = sized_dim(r, "n_routed_experts", 128, kMaxWidth);
+    s.experts_per_token = sized_dim(r, "num_experts_per_tok", 8, kMaxWidth);
+    s.expert_ffn = sized_dim(r, "moe_intermediate_size", 1408, kMaxWidth);
     s.shared_expert_ffn =
-        (r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts") : 1) *
+        sized_count(r, "n_shared_experts", 1) *
         s.expert_ffn;
     if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
-    s.dense_layers = r.has("first_k_dense_replace")
-                         ? r.non_negative_integer("first_k_dense_replace")
-                         : 1;
+    s.dense_layers = sized_count(r, "first_k_dense_replace", 1);
     if (s.dense_layers > s.layers) {
       r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
                                           std::to_string(s.layers) + "), got " +
@@ -429,13 +458,14 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     }
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     const bool q2 = type == "qwen2_moe";
-    s.experts = optional_dim(r, "num_experts", q2 ? 60 : 128, kMaxWidth);
-    s.experts_per_token = optional_dim(r, "num_experts_per_tok", q2 ? 4 : 8, kMaxWidth);
-    s.expert_ffn = optional_dim(r, "moe_intermediate_size", q2 ? 1408 : 768, kMaxWidth);
+    s.experts = sized_dim(r, "num_experts", q2 ? 60 : 128, kMaxWidth);
+    s.experts_per_token = sized_dim(r, "num_experts_per_tok", q2 ? 4 : 8, kMaxWidth);
+    s.expert_ffn = sized_dim(r, "moe_intermediate_size", q2 ? 1408 : 768, kMaxWidth);
     if (q2) {
-      s.shared_expert_ffn = optional_dim(r, "shared_expert_intermediate_size", 5632, kMaxWidth);
+      s.shared_expert_ffn = sized_dim(r, "shared_expert_intermediate_size", 5632, kMaxWidth);
       s.shared_expert_gate = true;
     }
+    refuse_null(r, "decoder_sparse_step", 1);
     refuse_if(r, "decoder_sparse_step", r.has("decoder_sparse_step") &&
                                             r.positive_integer("decoder_sparse_step") != 1,
               "not modelled: experts in every decoder_sparse_step-th block only (zplan builds "
@@ -448,11 +478,11 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     // token, width 2048, one shared expert, three dense blocks first); DeepseekV2Config none
     // for the first three.
     const bool v3 = type == "deepseek_v3";
-    s.experts = v3 ? optional_dim(r, "n_routed_experts", 256, kMaxWidth)
+    s.experts = v3 ? sized_dim(r, "n_routed_experts", 256, kMaxWidth)
                    : dim(r, "n_routed_experts", kMaxWidth);
-    s.experts_per_token = v3 ? optional_dim(r, "num_experts_per_tok", 8, kMaxWidth)
+    s.experts_per_token = v3 ? sized_dim(r, "num_experts_per_tok", 8, kMaxWidth)
                              : dim(r, "num_experts_per_tok", kMaxWidth);
-    s.expert_ffn = optional_dim(r, "moe_intermediate_size", v3 ? 2048 : 1407, kMaxWidth);
+    s.expert_ffn = sized_dim(r, "moe_intermediate_size", v3 ? 2048 : 1407, kMaxWidth);
     // null: DeepseekV2Moe builds no shared experts (`is not None`); DeepseekV3MoE multiplies
     // moe_intermediate_size by it unconditionally, so the model does not build.
     if (v3 && r.json().contains("n_shared_experts") && r.json().at("n_shared_experts").is_null()) {
@@ -464,14 +494,13 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
                                                : (v3 ? 1 : 0);
     s.shared_expert_ffn = shared * s.expert_ffn;
     if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
-    s.dense_layers = r.has("first_k_dense_replace")
-                         ? r.non_negative_integer("first_k_dense_replace")
-                         : (v3 ? 3 : 0);
+    s.dense_layers = sized_count(r, "first_k_dense_replace", v3 ? 3 : 0);
     if (s.dense_layers > s.layers) {
       r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
                                           std::to_string(s.layers) + "), got " +
                                           std::to_string(s.dense_layers));
     }
+    refuse_null(r, "moe_layer_freq", 1);
     refuse_if(r, "moe_layer_freq",
               r.has("moe_layer_freq") && r.positive_integer("moe_layer_freq") != 1,
               "not modelled: experts in every moe_layer_freq-th block only (must be 1)");
@@ -486,6 +515,22 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
                                       std::to_string(s.experts) + "), got " +
                                       std::to_string(s.experts_per_token));
   }
+  // first_k_dense_replace = num_hidden_layers: every block keeps its dense MLP and transformers
+  // builds no MoE module, so the model is planned as the dense one it is.
+  if (s.dense_layers >= s.layers) {
+    const ModelShape dense;
+    s.experts = dense.experts;
+    s.experts_per_token = dense.experts_per_token;
+    s.expert_ffn = dense.expert_ffn;
+    s.shared_expert_ffn = dense.shared_expert_ffn;
+    s.shared_expert_gate = dense.shared_expert_gate;
+    s.dense_layers = dense.dense_layers;
+    s.fused_experts = dense.fused_experts;
+    s.router_linear = dense.router_linear;
+    s.expert_loop = dense.expert_loop;
+    s.dense_experts = dense.dense_experts;
+    s.moe_layer_step = dense.moe_layer_step;
+  }
 }
 
 // DeepseekV2Config's multi-head latent attention: q_lora_rank (default 1536; null = a plain
@@ -496,10 +541,10 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
   } else {
     s.q_lora_rank = 1536;
   }
-  s.kv_lora_rank = optional_dim(r, "kv_lora_rank", 512, kMaxWidth);
-  s.qk_rope_head_dim = optional_dim(r, "qk_rope_head_dim", 64, kMaxWidth);
-  s.qk_nope_head_dim = optional_dim(r, "qk_nope_head_dim", 128, kMaxWidth);
-  s.v_head_dim = optional_dim(r, "v_head_dim", 128, kMaxWidth);
+  s.kv_lora_rank = sized_dim(r, "kv_lora_rank", 512, kMaxWidth);
+  s.qk_rope_head_dim = sized_dim(r, "qk_rope_head_dim", 64, kMaxWidth);
+  s.qk_nope_head_dim = sized_dim(r, "qk_nope_head_dim", 128, kMaxWidth);
+  s.v_head_dim = sized_dim(r, "v_head_dim", 128, kMaxWidth);
   s.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
 }
 
@@ -557,7 +602,7 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
     } else if (t.head_dim_default > 0 && !r.json().contains("head_dim")) {
       s.head_dim = t.head_dim_default;
     } else {
-      check_heads_divide(r, "num_attention_heads", s.heads, "hidden_size", s.hidden);
+      check_head_dim_from_split(r, s.heads, s.hidden);
     }
     int64_t kv_default = s.heads;
     if (!r.json().contains("num_key_value_heads") && t.kv_heads_default > 0) {

@@ -373,6 +373,19 @@ TEST_CASE("2025 families: parameter counts exactly as published", "[models]") {
     c["first_k_dense_replace"] = 47;
     CHECK_THAT(input_error_of([&] { model_from_hf_config(c, "air.json"); }),
                Catch::Contains("air.json: /first_k_dense_replace: must be at most"));
+    // Every block dense: no MoE module, so a dense model of the same attention and MLPs.
+    c["first_k_dense_replace"] = 46;
+    Model all_dense = model_from_hf_config(c, "air.json");
+    CHECK_FALSE(all_dense.shape().moe());
+    CHECK(numel_of(all_dense, "layers.45.mlp.down_proj") == 10944 * 4096);
+    CHECK(all_dense.active_params() == all_dense.num_params());
+    // GLM-4.5's heads (96) do not split hidden_size 5120: a config that lost head_dim is
+    // refused by that key, not by num_attention_heads.
+    nlohmann::json no_head_dim = load_json_file(data_path("GLM-4.5.json"));
+    no_head_dim.erase("head_dim");
+    CHECK(input_error_of([&] { model_from_hf_config(no_head_dim, "glm.json"); }) ==
+          "glm.json: /head_dim: absent or null, and num_attention_heads (96) does not divide "
+          "hidden_size (5120): give head_dim, the width of one attention head");
   }
 }
 
@@ -503,6 +516,21 @@ TEST_CASE("unsupported settings of the new families are refused by key", "[model
     "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 5})")
             .find(
             "must be at most the number of experts (4), got 5") != std::string::npos);
+  // A null MoE size is no default: the config class keeps None and the model cannot build.
+  CHECK(error_of(qwen_moe + R"(, "moe_intermediate_size": null})") ==
+        "config.json: /moe_intermediate_size: null: transformers cannot build the model with "
+        "None here; give a number, or leave the key out for the default (1408)");
+  CHECK_THAT(error_of(qwen_moe + R"(, "decoder_sparse_step": null})"),
+             Catch::StartsWith("config.json: /decoder_sparse_step: null:"));
+  CHECK_THAT(error_of(R"({"model_type": "glm4_moe", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "intermediate_size": 128,
+    "vocab_size": 100, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "first_k_dense_replace": null})"),
+             Catch::StartsWith("config.json: /first_k_dense_replace: null:"));
+  CHECK_THAT(error_of(R"({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
+    "num_experts": null})"),
+             Catch::StartsWith("config.json: /num_experts: null:"));
   CHECK(model_from_hf_config(parse_json_text(qwen_moe + R"(, "mlp_only_layers": []})", "c"), "c")
             .shape()
             .experts == 4);

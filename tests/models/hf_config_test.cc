@@ -228,7 +228,8 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
         "config.json: /hidden_size: must be a positive integer, got -256");
   CHECK(error_of(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
     "num_attention_heads": 3, "intermediate_size": 512, "vocab_size": 1000})") ==
-        "config.json: /num_attention_heads: must divide hidden_size (256), got 3");
+        "config.json: /head_dim: absent or null, and num_attention_heads (3) does not divide "
+        "hidden_size (256): give head_dim, the width of one attention head");
   CHECK(error_of(llama_with("\"num_key_value_heads\": 3")) ==
         "config.json: /num_key_value_heads: must divide num_attention_heads (4), got 3");
   CHECK(error_of(R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 1,
