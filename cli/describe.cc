@@ -20,6 +20,7 @@ std::string params_text(double n) {
   if (n >= 1e12) return strformat("%.2f T", n / 1e12);
   if (n >= 1e9) return strformat("%.2f B", n / 1e9);
   if (n >= 1e6) return strformat("%.1f M", n / 1e6);
+  if (n >= 1e3) return strformat("%.1f K", n / 1e3);
   return strformat("%.0f", n);
 }
 

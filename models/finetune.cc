@@ -95,6 +95,14 @@ bool generic_match(const std::string& target, Role r) {
 bool target_matches(const std::string& target, const std::string& op_name) {
   if (target == "all-linear") return true;
   if (target == last_component(op_name)) return true;
+  // A dotted target (self_attn.q_proj, layers.0.mlp.down_proj) matches as PEFT's
+  // check_target_module_exists does: the whole name, or its end after a dot.
+  if (target.find('.') != std::string::npos) {
+    return op_name == target ||
+           (op_name.size() > target.size() &&
+            op_name.compare(op_name.size() - target.size(), target.size(), target) == 0 &&
+            op_name[op_name.size() - target.size() - 1] == '.');
+  }
   // Expert GEMMs are named <block>.mlp.experts.<e>.gate_proj (Mixtral's
   // <block>.block_sparse_moe.experts.<e>.w1), one op per expert.
   return generic_match(target, role_of(op_name));
@@ -242,16 +250,28 @@ std::vector<std::string> parse_lora_targets(const std::string& list) {
       throw InputError("--lora-targets", "has an empty entry in '" + list +
                                              "' (a comma list such as q_proj,v_proj)");
     }
+    bool name = item.front() != '.' && item.back() != '.' &&
+                item.find("..") == std::string::npos;
     for (char c : item) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
-        throw InputError("--lora-targets", "'" + item +
-                                               "' is not a module name (letters, digits, _ and "
-                                               "-; e.g. q_proj, down_proj, all-linear)");
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
+        name = false;
       }
+    }
+    if (!name) {
+      throw InputError("--lora-targets", "'" + item +
+                                             "' is not a module name (letters, digits, _ and -, "
+                                             "dotted as in the model's module names; e.g. q_proj, "
+                                             "self_attn.o_proj, all-linear)");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
+  }
+  // PEFT reads "all-linear" only as the whole target_modules string; inside a list it is a
+  // module name that matches nothing.
+  if (out.size() > 1 && std::find(out.begin(), out.end(), "all-linear") != out.end()) {
+    throw InputError("--lora-targets", "'all-linear' stands alone (PEFT reads it only as the "
+                                       "whole target_modules), got '" + list + "'");
   }
   return out;
 }
@@ -311,6 +331,18 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
     }
     for (const std::string& t : ft.lora_targets) {
       if (matched.count(t)) continue;
+      // PEFT wraps the embedding or the LM head when a target names it; zplan adapts the
+      // blocks' linears only.
+      for (const Layer& layer : layers) {
+        if (layer.kind != LayerKind::kEmbedding && layer.kind != LayerKind::kLmHead) continue;
+        for (const Module& mod : layer.modules) {
+          if (target_matches(t, mod.name) && t != "all-linear") {
+            throw InputError("--lora-targets",
+                             "'" + t + "': not modelled: LoRA on " + mod.name +
+                                 " (zplan adds adapters to the blocks' linears only)");
+          }
+        }
+      }
       std::string names;
       std::set<std::string> seen;
       std::set<Role> roles;

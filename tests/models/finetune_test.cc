@@ -189,6 +189,21 @@ TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {
   CHECK(input_error_of([] { parse_lora_targets(""); }).find("--lora-targets") == 0);
   CHECK(parse_lora_targets(" q_proj , v_proj,q_proj") ==
         std::vector<std::string>{"q_proj", "v_proj"});
+  CHECK(input_error_of([] { parse_lora_targets("self_attn..q_proj"); }).find("--lora-targets") ==
+        0);
+  CHECK(input_error_of([] { parse_lora_targets("all-linear,q_proj"); }) ==
+        "--lora-targets: 'all-linear' stands alone (PEFT reads it only as the whole "
+        "target_modules), got 'all-linear,q_proj'");
+  // Dotted targets match the end of a module name after a dot, as PEFT's do.
+  CHECK(lora("llama3-8b", 16, "self_attn.q_proj").trainable_params() ==
+        lora("llama3-8b", 16, "q_proj").trainable_params());
+  CHECK(lora("llama3-8b", 16, "layers.0.self_attn.q_proj").trainable_params() ==
+        16 * (4096 + 4096));
+  CHECK(input_error_of([] { lora("llama3-8b", 16, "attn.q_proj"); })
+            .find("'attn.q_proj' matches no linear") != std::string::npos);
+  CHECK(input_error_of([] { lora("llama3-8b", 16, "q_proj,lm_head"); }) ==
+        "--lora-targets: 'lm_head': not modelled: LoRA on lm_head (zplan adds adapters to the "
+        "blocks' linears only)");
   const std::string unknown = input_error_of([] { lora("llama3-8b", 16, "q_proj,c_attn"); });
   CHECK(unknown.find("--lora-targets") == 0);
   CHECK(unknown.find("'c_attn' matches no linear of llama3-8b") != std::string::npos);
