@@ -749,15 +749,28 @@ std::string model_name(const JsonReader& r, const std::string& file) {
   if (tc.is_object() && tc.contains("model_type") && tc.at("model_type").is_string()) {
     text_type = tc.at("model_type").get<std::string>();
   }
+  // Qwen-VL language models are their text family's decoder under a model_type of their own
+  // (Qwen2VLTextModel and Qwen2_5_VLTextModel: Qwen2's q/k/v-biased attention and SwiGLU,
+  // Qwen3VLTextModel: Qwen3's with per-head q/k norms; the multimodal rotary embedding has no
+  // parameters), with their keys at the top level in configs older than text_config.
+  const std::string as_text = type == "qwen2_vl" || type == "qwen2_5_vl" ? "qwen2"
+                              : type == "qwen3_vl"                        ? "qwen3"
+                                                                          : "";
   const std::vector<std::string> known = hf_model_types();
   const bool readable = std::find(known.begin(), known.end(), text_type) != known.end();
-  r.fail("vision_config",
-         "not modelled: the vision tower of a " + type +
-             " checkpoint (zplan plans language models); to plan its language model alone, "
-             "save " +
-             (readable ? "text_config (model_type " + text_type + ") as a config.json of its own"
-                       : std::string("the language model's keys as a config.json of their "
-                                     "own with a model_type zplan reads")));
+  std::string how;
+  if (!as_text.empty()) {
+    how = "its language model's keys (text_config, or the top level of an older config) as a "
+          "config.json of their own with model_type " + as_text;
+  } else if (readable) {
+    how = "text_config (model_type " + text_type + ") as a config.json of its own";
+  } else {
+    how = "the language model's keys as a config.json of their own with a model_type zplan "
+          "reads";
+  }
+  r.fail("vision_config", "not modelled: the vision tower of a " + type +
+                              " checkpoint (zplan plans language models); to plan its language "
+                              "model alone, save " + how);
 }
 
 }  // namespace

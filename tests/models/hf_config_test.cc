@@ -201,10 +201,17 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
         "seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
         "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
   // A vision-language checkpoint: the tower is not modelled; the hint names the language
-  // model's own type where text_config gives one zplan reads.
+  // model's own type where text_config gives one zplan reads, or the text family a Qwen-VL
+  // decoder is.
   CHECK(error_of(R"({"model_type": "qwen2_5_vl", "vision_config": {"depth": 32},
     "text_config": {"model_type": "qwen2_5_vl_text"}})") ==
         "config.json: /vision_config: not modelled: the vision tower of a qwen2_5_vl "
+        "checkpoint (zplan plans language models); to plan its language model alone, save "
+        "its language model's keys (text_config, or the top level of an older config) as a "
+        "config.json of their own with model_type qwen2");
+  CHECK(error_of(R"({"model_type": "llava", "vision_config": {},
+    "text_config": {"model_type": "vicuna"}})") ==
+        "config.json: /vision_config: not modelled: the vision tower of a llava "
         "checkpoint (zplan plans language models); to plan its language model alone, save "
         "the language model's keys as a config.json of their own with a model_type zplan "
         "reads");
