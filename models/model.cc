@@ -97,14 +97,23 @@ Model::Model(ModelShape shape, std::vector<Layer> layers, int tensor_parallel,
   }
   whole_params_ = whole_params > 0 ? whole_params : num_params_;
   // A token visits experts_per_token of the routed experts of each MoE block; the others'
-  // gate/up/down matrices (3 * h * expert_ffn each; GPT-OSS's also their 2 * expert_ffn + h
-  // biases) are not active for it.
-  const int64_t per_expert = 3 * shape_.hidden * shape_.expert_ffn +
-                             (shape_.gpt_oss_experts ? 2 * shape_.expert_ffn + shape_.hidden : 0);
+  // parameters (their gate/up/down matrices, GPT-OSS's biases, and under transformers 4.x the
+  // LoRA adapters on them) are not active for it. The routed experts are the modules under
+  // <block>.experts: one per expert and its adapters (4.x), or one of 3D tensors.
   active_params_ = num_params_;
-  for (const Layer& layer : layers_) {
-    if (!layer.moe_block) continue;
-    active_params_ -= (shape_.experts - shape_.experts_per_token) * per_expert;
+  if (shape_.experts > 0) {
+    for (const Layer& layer : layers_) {
+      if (!layer.moe_block) continue;
+      int64_t routed = 0;
+      for (const Module& m : layer.modules) {
+        const std::string& n = m.name;
+        const bool experts = n.find(".experts.") != std::string::npos ||
+                             (n.size() >= 8 && n.compare(n.size() - 8, 8, ".experts") == 0);
+        if (experts) routed += m.numel();
+      }
+      // routed is a multiple of experts (each expert the same shape): exact in integers.
+      active_params_ -= routed / shape_.experts * (shape_.experts - shape_.experts_per_token);
+    }
   }
 }
 

@@ -96,6 +96,10 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   CHECK(lora(mixtral_file, 8, "all-linear").trainable_params() == 6'815'744);
   CHECK(lora(mixtral_file, 8, "all-linear", 4).trainable_params() ==
         6'815'744 + 3 * 37'748'736 + 32 * 8 * (4096 + 8));  // + the experts and the router
+  // A token runs 2 of the 8 experts, so 2 of 8 experts' adapters are active.
+  const Model all4 = lora(mixtral_file, 8, "all-linear", 4);
+  CHECK(all4.active_params() - load_model(mixtral_file, 4).active_params() ==
+        6'815'744 + 3 * 37'748'736 * 2 / 8 + 32 * 8 * (4096 + 8));
   const std::string none = input_error_of([&] { lora(mixtral_file, 8, "w1"); });
   CHECK_THAT(none, Catch::Contains("'w1' matches no linear"));
   // The generic names offered are those that select a linear it has: not gate_proj here.
