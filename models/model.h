@@ -254,6 +254,10 @@ struct ComputeOp {
   // kGemm with groups: a torch.bmm over the groups (Llama 4's experts), one kernel on every GPU
   // (a grouped GEMM is one kernel only on Hopper and Blackwell, sim/step_costs.cc).
   bool batched = false;
+  // kGemm: the share of its FLOPs that are the model's (what MFU counts): 1, or k / E for
+  // Llama 4's bmm over every token's E expert copies, of which the router keeps k (the others
+  // are computed and scaled by 0: hardware FLOPs, not model FLOPs).
+  double model_flops_fraction = 1;
   // kGemm: the weight is an nn.Linear's, so PEFT's target_modules can wrap it (not the 3D
   // expert tensors or a TopKRouter's weight of transformers 5).
   bool peft_linear = true;

@@ -692,6 +692,10 @@ class TransformerBuilder {
     op.token_factor = rows_per_token;
     op.groups = s_.experts;
     op.batched = batched;
+    if (batched) {
+      op.model_flops_fraction =
+          static_cast<double>(s_.experts_per_token) / static_cast<double>(s_.experts);
+    }
     op.peft_linear = false;
   }
 

@@ -188,6 +188,11 @@ def check_case(c, i):
         bad(where, "flash_attention must be true or false")
     if "transformers" in c and c["transformers"] not in ("4", "5"):
         bad(where, "transformers must be \"4\" or \"5\" (the release line the run used)")
+    if "lora" in c:
+        lo = c["lora"]
+        if (type(lo) is not dict or type(lo.get("rank")) is not int or lo["rank"] < 1
+                or type(lo.get("targets")) is not str or not lo["targets"]):
+            bad(where, "lora must be {\"rank\": r, \"targets\": \"q_proj,v_proj\"} (PEFT's r and target_modules)")
     if c.get("verdict") not in ("fits", "oom"):
         bad(where, "'verdict' must be \"fits\" or \"oom\" (what the run did)")
     if type(c.get("measured", [])) is not list:
@@ -275,7 +280,8 @@ if sys.argv[6] == "1":
                 c.get("attention", {False: "no fused attention", True: "flash attention"}.get(c.get("flash_attention"), "sdpa (zplan's default)"))
                 + (", %s loss" % c["loss"] if "loss" in c else "")
                 + (", model built outside zero.Init" if c.get("zero_init") is False else "")
-                + (", transformers %s" % c["transformers"] if "transformers" in c else ""))
+                + (", transformers %s" % c["transformers"] if "transformers" in c else "")
+                + (", LoRA r %d on %s" % (c["lora"]["rank"], c["lora"]["targets"]) if "lora" in c else ""))
             comp = "; ".join(
                 "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
                                 " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
@@ -371,6 +377,10 @@ def run_case(c, tmp, sets=None):
     t = transformers_of(c)
     if t is not None:
         cmd += ["--transformers", t]
+    # "lora" (optional): PEFT LoRA of that rank on those target_modules, every base weight
+    # frozen (the training script's choice; the ds_config has no key for it).
+    if "lora" in c:
+        cmd += ["--lora-rank", str(c["lora"]["rank"]), "--lora-targets", c["lora"]["targets"]]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

@@ -47,9 +47,13 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   const double fwd = model.forward_flops_share(workload_.seq_len, config_.micro_batch) / sp;
   // Forward + backward, less the weight-gradient GEMMs frozen linears skip and the backward of
   // layers no gradient reaches (models/finetune.h); 3 x forward when everything trains.
-  double skipped = 0;
-  for (const Piece& pc : pieces_) skipped += 2 * pc.fwd_flops - pc.bwd_flops;
-  model_flops_ = 3 * fwd - skipped;
+  // Less, too, the work executed but not the model's (Llama 4's unpicked expert copies).
+  double skipped = 0, extra = 0;
+  for (const Piece& pc : pieces_) {
+    skipped += 2 * pc.fwd_flops - pc.bwd_flops;
+    extra += pc.fwd_extra_flops + pc.bwd_extra_flops;
+  }
+  model_flops_ = 3 * fwd - skipped - extra;
   double recomputed = 0;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     if (acts_.checkpointed[i]) {
@@ -58,7 +62,7 @@ StepBuilder::StepBuilder(const models::Model& model, const hardware::Cluster& cl
   }
   // The hardware FLOPs count what the rank runs: with AutoTP, the replicated LM head whole.
   const double run = model.forward_flops(workload_.seq_len, config_.micro_batch) / sp;
-  hardware_flops_ = model_flops_ + 3 * (run - fwd) + recomputed;
+  hardware_flops_ = model_flops_ + extra + 3 * (run - fwd) + recomputed;
   ranks_per_node_ = cluster.gpus_per_node();
   for (const models::Layer& layer : model.layers()) {
     for (const auto& module : layer.modules) {

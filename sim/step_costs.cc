@@ -39,6 +39,7 @@ namespace {
 
 struct OpTime {
   double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
+  double fwd_extra_flops = 0, bwd_extra_flops = 0;  // of those, not the model's (Piece)
 };
 
 // Forward and backward time of one operation over T = batch * seq tokens.
@@ -80,6 +81,8 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
       if (!op.frozen_weight) t.bwd_s += grouped(k, n, rows_g);
       t.fwd_flops = 2 * rows * n * k;
       t.bwd_flops = (op.frozen_weight ? 1 : 2) * t.fwd_flops;
+      t.fwd_extra_flops = (1 - op.model_flops_fraction) * t.fwd_flops;
+      t.bwd_extra_flops = (1 - op.model_flops_fraction) * t.bwd_flops;
       break;
     }
     case models::OpKind::kAttention: {
@@ -138,7 +141,8 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
         x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
         x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
         x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
-        x.groups != y.groups || x.batched != y.batched) {
+        x.groups != y.groups || x.batched != y.batched ||
+        x.model_flops_fraction != y.model_flops_fraction) {
       return false;
     }
   }
@@ -265,6 +269,8 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
       cur.bwd_s += t.bwd_s / sustained;
       cur.fwd_flops += t.fwd_flops;
       cur.bwd_flops += t.bwd_flops;
+      cur.fwd_extra_flops += t.fwd_extra_flops;
+      cur.bwd_extra_flops += t.bwd_extra_flops;
     }
     cur.end_op = n_ops;
     pieces.push_back(cur);
@@ -274,6 +280,7 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
         pieces[p].no_grad = true;
         pieces[p].bwd_s = 0;
         pieces[p].bwd_flops = 0;
+        pieces[p].bwd_extra_flops = 0;
       }
     }
     // Gradients: each module's parameters belong to the piece of the first op that uses it (else

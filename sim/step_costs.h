@@ -55,6 +55,10 @@ struct Piece {
   // Backward FLOPs: 2x forward, less the weight gradients of frozen linears (1x for those), 0 for
   // a layer no gradient reaches (Layer::no_grad, then no_grad is set and bwd_s is 0).
   double bwd_flops = 0;
+  // Of fwd_flops and bwd_flops, what is executed but no model FLOP (ComputeOp::
+  // model_flops_fraction: Llama 4's unpicked expert copies): hardware FLOPs only.
+  double fwd_extra_flops = 0;
+  double bwd_extra_flops = 0;
   bool no_grad = false;
   // Elements of each parameter whose gradient this piece's backward produces, in the order the
   // gradients appear (reverse of the forward order).

@@ -2,6 +2,7 @@
 // and the agreement of its memory timeline with the analytic model.
 #include <catch2/catch.hpp>
 
+#include "base/json_reader.h"
 #include "hardware/cost_model.h"
 #include "models/catalog.h"
 #include "sim/engine.h"
@@ -64,6 +65,26 @@ TEST_CASE("a compute-only step takes its FLOPs over the effective rate", "[simul
   // Each task's duration is rounded to the nanosecond: allow half a nanosecond per task.
   CHECK(r.step_time_s == Approx(flops / 100e12).margin(0.5e-9 * r.tasks));
   CHECK(r.mfu == Approx(1.0).epsilon(1e-3));
+}
+
+TEST_CASE("Llama 4's unpicked expert copies are hardware FLOPs, not model FLOPs", "[simulate]") {
+  // Llama4TextMoe runs all E experts on every token and scales the unpicked copies by 0: of the
+  // two bmm's FLOPs (forward and backward) only k / E are the model's (MFU), all of them the
+  // hardware's (HFU).
+  const int64_t h = 64, f = 128, e = 4, tokens = 64;
+  const models::Model model = models::model_from_hf_config(
+      parse_json_text(R"({"model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16,
+        "intermediate_size": 128, "intermediate_size_mlp": 256, "vocab_size": 100,
+        "num_local_experts": 4, "num_experts_per_tok": 1})",
+                      "l4.json"),
+      "l4.json");
+  DsConfig c = config(zero_json(0), 1, tokens);
+  StepResult r = simulate_step(model, ideal_cluster(1), c, Workload{tokens, Attention::kSdpa});
+  const double bmm_fwd = 2.0 * tokens * e * (2 * f * h + h * f);  // per MoE block
+  CHECK(r.hardware_flops_per_gpu - r.model_flops_per_gpu ==
+        Approx(2 * 3 * bmm_fwd * (e - 1) / e).epsilon(1e-9));
+  CHECK(r.mfu < r.hfu);
 }
 
 TEST_CASE("without overlap_comm the step is the sum of its parts", "[simulate]") {
