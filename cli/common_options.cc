@@ -459,6 +459,16 @@ Setup resolve_setup(const SetupOptions& o) {
                     (model.shape().gpt_oss_experts ? "the same tensors" : "a module per expert") +
                     ", a Python loop over the experts) give --transformers 4");
   }
+  if (model.shape().dense_experts) {
+    // Llama4TextMoe (docs/models.md, "Mixture of experts"): what makes its activations and its
+    // step large is worth a line wherever it is planned.
+    notes.push_back(model.name() + " runs every expert on every token, as Llama4TextMoe does "
+                    "in every transformers release: each MoE block copies a token to all " +
+                    std::to_string(model.shape().experts) +
+                    " experts (one bmm, the unpicked copies scaled by 0), so its experts' "
+                    "activations and FLOPs are " + std::to_string(model.shape().experts) +
+                    " times a token's, not num_experts_per_tok times");
+  }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);
   workload.sequence_parallel = sim::sequence_parallel_size(config);

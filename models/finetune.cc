@@ -98,10 +98,19 @@ bool target_matches(const std::string& target, const std::string& op_name) {
   // A dotted target (self_attn.q_proj, layers.0.mlp.down_proj) matches as PEFT's
   // check_target_module_exists does: the whole name, or its end after a dot.
   if (target.find('.') != std::string::npos) {
-    return op_name == target ||
-           (op_name.size() > target.size() &&
-            op_name.compare(op_name.size() - target.size(), target.size(), target) == 0 &&
-            op_name[op_name.size() - target.size() - 1] == '.');
+    if (op_name == target ||
+        (op_name.size() > target.size() &&
+         op_name.compare(op_name.size() - target.size(), target.size(), target) == 0 &&
+         op_name[op_name.size() - target.size() - 1] == '.')) {
+      return true;
+    }
+    // A full name as model.named_modules() prints it: zplan's names start below the base
+    // model's prefix (base_model_prefix: model, transformer, gpt_neox; OPT's model.decoder).
+    for (const char* prefix : {"model.decoder.", "model.", "transformer.", "gpt_neox."}) {
+      const std::string p = prefix;
+      if (target.compare(0, p.size(), p) == 0 && op_name == target.substr(p.size())) return true;
+    }
+    return false;
   }
   // Expert GEMMs are named <block>.mlp.experts.<e>.gate_proj (Mixtral's
   // <block>.block_sparse_moe.experts.<e>.w1), one op per expert.
@@ -368,8 +377,9 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
         if (!seen.count(a) && selects) aliases += std::string(a) + ", ";
       }
       std::string fused;
-      if (shape.gpt_oss_experts) {
-        fused = "; GPT-OSS keeps its routed experts as 3D tensors of " + shape.moe_block_name +
+      if (shape.gpt_oss_experts || shape.dense_experts) {
+        fused = std::string("; ") + (shape.gpt_oss_experts ? "GPT-OSS" : "Llama 4") +
+                " keeps its routed experts as 3D tensors of " + shape.moe_block_name +
                 ".experts in every transformers release, which target_modules cannot wrap "
                 "(PEFT's target_parameters is not modelled)";
       } else if (shape.fused_experts) {

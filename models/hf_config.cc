@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -407,29 +408,52 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     s.expert_ffn = s.ffn;
   } else if (llama4) {
     // Llama4TextConfig: 16 experts, 1 a token, each and the shared expert of width
-    // intermediate_size; the dense blocks' MLP of intermediate_size_mlp (16384); MoE in blocks
-    // interleave_moe_layer_step - 1, 2 * step - 1, ... (moe_layers, when given, must say the
-    // same: other lists are not modelled).
+    // intermediate_size; the dense blocks' MLP of intermediate_size_mlp (16384). A block is MoE
+    // when its index is in moe_layers (Llama4TextDecoderLayer.is_moe_layer), which the config
+    // keeps when given and otherwise builds from interleave_moe_layer_step: blocks step - 1,
+    // 2 * step - 1, ... Order and repeats in the list do not matter; zplan builds every n-th
+    // block, so a list of any other pattern is not modelled, and an empty one is a dense model.
     s.experts = sized_dim(r, "num_local_experts", 16, kMaxWidth);
     s.experts_per_token = sized_dim(r, "num_experts_per_tok", 1, kMaxWidth);
     s.expert_ffn = s.ffn;
     s.shared_expert_ffn = s.ffn;
     s.ffn = sized_dim(r, "intermediate_size_mlp", 16384, kMaxWidth);
-    s.moe_layer_step = sized_dim(r, "interleave_moe_layer_step", 1, kMaxLayers);
-    if (s.moe_layer_step > s.layers) {
-      r.fail("interleave_moe_layer_step", "must be at most num_hidden_layers (" +
-                                              std::to_string(s.layers) + "), got " +
-                                              std::to_string(s.moe_layer_step));
-    }
     if (r.has("moe_layers")) {
       const nlohmann::json& list = r.json().at("moe_layers");
-      nlohmann::json expected = nlohmann::json::array();
-      for (int64_t i = s.moe_layer_step - 1; i < s.layers; i += s.moe_layer_step) {
-        expected.push_back(i);
+      if (!list.is_array()) {
+        r.fail("moe_layers", "must be a list of block indices, got " + describe_json_value(list));
       }
-      if (list != expected) {
-        r.fail("moe_layers", "not modelled: experts in blocks other than every "
-                             "interleave_moe_layer_step-th (" + expected.dump() + ")");
+      std::set<int64_t> blocks;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const nlohmann::json& v = list[i];
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= s.layers) {
+          r.fail("moe_layers", "entry " + std::to_string(i) + " must be a block index (0 to " +
+                                   std::to_string(s.layers - 1) + "), got " +
+                                   describe_json_value(v));
+        }
+        blocks.insert(v.get<int64_t>());
+      }
+      if (blocks.empty()) {
+        s.dense_layers = s.layers;  // no MoE block: planned dense (below)
+      } else {
+        s.moe_layer_step = *blocks.begin() + 1;
+        for (int64_t i = 0; i < s.layers; ++i) {
+          const bool every_nth = i % s.moe_layer_step == s.moe_layer_step - 1;
+          if (every_nth != (blocks.count(i) > 0)) {
+            r.fail("moe_layers",
+                   "not modelled: experts in blocks other than every n-th (the list starts at "
+                   "block " + std::to_string(s.moe_layer_step - 1) + ", so n = " +
+                       std::to_string(s.moe_layer_step) + ", but block " + std::to_string(i) +
+                       (every_nth ? " is missing" : " is in it") + ")");
+          }
+        }
+      }
+    } else {
+      s.moe_layer_step = sized_dim(r, "interleave_moe_layer_step", 1, kMaxLayers);
+      if (s.moe_layer_step > s.layers) {
+        r.fail("interleave_moe_layer_step", "must be at most num_hidden_layers (" +
+                                                std::to_string(s.layers) + "), got " +
+                                                std::to_string(s.moe_layer_step));
       }
     }
   } else if (type == "olmoe") {
@@ -793,7 +817,8 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
   JsonReader r(config, file);
   if (!config.is_object()) r.fail("must be a JSON object, got " + describe_json_value(config));
   std::string type = r.string("model_type");
-  if (r.json().contains("vision_config") && type != "gemma3") refuse_vision_tower(r, type);
+  // A null vision_config is no tower (Llama4ForCausalLM and the text classes ignore the key).
+  if (r.has("vision_config") && type != "gemma3") refuse_vision_tower(r, type);
   ModelShape shape;
   if (type == "llama" || type == "mistral" || type == "qwen2") {
     shape = llama_like(r, type);

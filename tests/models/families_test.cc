@@ -344,8 +344,32 @@ TEST_CASE("2025 families: parameter counts exactly as published", "[models]") {
     CHECK(find_module(maverick, "layers.2.feed_forward.router") == nullptr);
     nlohmann::json c = load_json_file(data_path("Llama-4-Maverick-17B-128E-text_config.json"));
     c["moe_layers"] = {0, 2};
-    CHECK_THAT(input_error_of([&] { model_from_hf_config(c, "mav.json"); }),
-               Catch::Contains("mav.json: /moe_layers: not modelled"));
+    CHECK(input_error_of([&] { model_from_hf_config(c, "mav.json"); }) ==
+          "mav.json: /moe_layers: not modelled: experts in blocks other than every n-th (the "
+          "list starts at block 0, so n = 1, but block 1 is missing)");
+    // transformers asks `layer_idx in moe_layers` and ignores the step when the list is given:
+    // order and repeats do not matter, an empty list is the dense model.
+    nlohmann::json sc = load_json_file(data_path("Llama-4-Scout-17B-16E-text_config.json"));
+    sc["moe_layers"] = nlohmann::json::array();
+    for (int i = 47; i >= 0; --i) sc["moe_layers"].push_back(i);
+    sc["moe_layers"].push_back(3);
+    sc["interleave_moe_layer_step"] = 0;
+    CHECK(model_from_hf_config(sc, "s.json").num_params() == scout.num_params());
+    sc["moe_layers"] = nlohmann::json::array();
+    Model dense = model_from_hf_config(sc, "s.json");
+    CHECK_FALSE(dense.shape().moe());
+    CHECK(numel_of(dense, "layers.0.feed_forward.down_proj") == 16384 * 5120);
+    sc["moe_layers"] = {0, 48};
+    CHECK(input_error_of([&] { model_from_hf_config(sc, "s.json"); }) ==
+          "s.json: /moe_layers: entry 1 must be a block index (0 to 47), got 48");
+    sc["moe_layers"] = "all";
+    CHECK(input_error_of([&] { model_from_hf_config(sc, "s.json"); }) ==
+          "s.json: /moe_layers: must be a list of block indices, got \"all\"");
+    // A null vision_config is no vision tower.
+    sc.erase("moe_layers");
+    sc["interleave_moe_layer_step"] = 1;
+    sc["vision_config"] = nullptr;
+    CHECK(model_from_hf_config(sc, "s.json").num_params() == scout.num_params());
   }
   SECTION("GLM-4.5-Air and GLM-4.5: routed and shared experts, dense blocks first, no MTP") {
     // The Hub's totals (110,468,824,832 and 358,337,791,296) count the multi-token-prediction

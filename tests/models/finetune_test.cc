@@ -100,6 +100,12 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   const Model all4 = lora(mixtral_file, 8, "all-linear", 4);
   CHECK(all4.active_params() - load_model(mixtral_file, 4).active_params() ==
         6'815'744 + 3 * 37'748'736 * 2 / 8 + 32 * 8 * (4096 + 8));
+  // Llama 4's experts are 3D in every release: no --transformers hint.
+  const std::string l4 = input_error_of(
+      [] { lora(data_path("Llama-4-Scout-17B-16E-text_config.json"), 8, "gate_up_proj", 4); });
+  CHECK_THAT(l4, Catch::Contains("Llama 4 keeps its routed experts as 3D tensors of "
+                                 "feed_forward.experts in every transformers release"));
+  CHECK_THAT(l4, !Catch::Contains("--transformers"));
   const std::string none = input_error_of([&] { lora(mixtral_file, 8, "w1"); });
   CHECK_THAT(none, Catch::Contains("'w1' matches no linear"));
   // The generic names offered are those that select a linear it has: not gate_proj here.
@@ -202,6 +208,9 @@ TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {
   CHECK(lora("llama3-8b", 16, "self_attn.q_proj").trainable_params() ==
         lora("llama3-8b", 16, "q_proj").trainable_params());
   CHECK(lora("llama3-8b", 16, "layers.0.self_attn.q_proj").trainable_params() ==
+        16 * (4096 + 4096));
+  // The full name model.named_modules() prints, with the base model's prefix.
+  CHECK(lora("llama3-8b", 16, "model.layers.0.self_attn.q_proj").trainable_params() ==
         16 * (4096 + 4096));
   CHECK(input_error_of([] { lora("llama3-8b", 16, "attn.q_proj"); })
             .find("'attn.q_proj' matches no linear") != std::string::npos);
