@@ -459,6 +459,15 @@ Setup resolve_setup(const SetupOptions& o) {
                     (model.shape().gpt_oss_experts ? "the same tensors" : "a module per expert") +
                     ", a Python loop over the experts) give --transformers 4");
   }
+  if (const int64_t trained = model.shape().context_length;
+      trained > 0 && model.shape().max_positions == 0 && workload.seq_len > trained) {
+    // Rotary positions run past the table's end (no lookup fails), but the model was not
+    // trained there; the plan is for the sequence asked.
+    notes.push_back("--seq-len " + std::to_string(workload.seq_len) + " is longer than " +
+                    model.name() + "'s max_position_embeddings (" + std::to_string(trained) +
+                    "): planned as asked; the model was not trained on such sequences unless "
+                    "its rope_scaling or a long-context checkpoint extends them");
+  }
   if (model.shape().dense_experts) {
     // Llama4TextMoe (docs/models.md, "Mixture of experts"): what makes its activations and its
     // step large is worth a line wherever it is planned.

@@ -69,6 +69,17 @@ int64_t sized_count(const JsonReader& r, const char* key, int64_t fallback) {
   return r.has(key) ? r.non_negative_integer(key) : fallback;
 }
 
+// The shared experts are one MLP of n_shared_experts * moe_intermediate_size.
+void check_shared_width(const JsonReader& r, const ModelShape& s) {
+  if (s.shared_expert_ffn > kMaxWidth) {
+    r.fail("n_shared_experts",
+           "must be at most " + std::to_string(kMaxWidth / s.expert_ffn) +
+               " (the shared experts' width, n_shared_experts x moe_intermediate_size " +
+               std::to_string(s.expert_ffn) + ", at most " + std::to_string(kMaxWidth) +
+               "), got " + std::to_string(s.shared_expert_ffn / s.expert_ffn));
+  }
+}
+
 bool flag(const JsonReader& r, const char* key, bool fallback) {
   return r.optional_boolean(key).value_or(fallback);
 }
@@ -119,6 +130,7 @@ void read_sizes(const JsonReader& r, ModelShape& s, const char* layers_key,
 
 void set_seq_len(ModelShape& s, int64_t context) {
   s.default_seq_len = std::min(context, kMaxDefaultSeqLen);
+  if (s.max_positions == 0) s.context_length = context;
 }
 
 // LlamaConfig, MistralConfig, Qwen2Config. num_key_value_heads: absent -> the class default
@@ -473,7 +485,7 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     s.shared_expert_ffn =
         sized_count(r, "n_shared_experts", 1) *
         s.expert_ffn;
-    if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
+    check_shared_width(r, s);
     s.dense_layers = sized_count(r, "first_k_dense_replace", 1);
     if (s.dense_layers > s.layers) {
       r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
@@ -517,7 +529,7 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     int64_t shared = r.has("n_shared_experts") ? r.non_negative_integer("n_shared_experts")
                                                : (v3 ? 1 : 0);
     s.shared_expert_ffn = shared * s.expert_ffn;
-    if (s.shared_expert_ffn > kMaxWidth) r.fail("n_shared_experts", "is too large");
+    check_shared_width(r, s);
     s.dense_layers = sized_count(r, "first_k_dense_replace", v3 ? 3 : 0);
     if (s.dense_layers > s.layers) {
       r.fail("first_k_dense_replace", "must be at most num_hidden_layers (" +
@@ -646,6 +658,9 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
   s.qk_norm = t.qk_norm;
   // Glm4MoeAttention: q_norm and k_norm of width head_dim on each head when use_qk_norm.
   if (type == "glm4_moe" && flag(r, "use_qk_norm", false)) s.qk_norm = QkNorm::kPerHead;
+  // Llama 4's qk norm (Llama4TextL2Norm) has no weight and changes no count, but the key is
+  // still read as the boolean it is.
+  if (type == "llama4_text") flag(r, "use_qk_norm", true);
   s.fused_qkv = t.fused == Fused::kQkvGateUp;
   s.fused_gate_up = t.fused != Fused::kNone;
   if (t.sandwich_norms) s.post_sublayer_norm = true;

@@ -78,6 +78,8 @@ struct ModelShape {
   Activation activation = Activation::kGelu;
   int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
   int64_t default_seq_len = 2048;
+  // A rotary model's max_position_embeddings (0: not given): the context it was built for.
+  int64_t context_length = 0;
 
   // The general decoder (issue 16): shapes of the families users train today.
   QkNorm qk_norm = QkNorm::kNone;

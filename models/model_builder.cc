@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/input_error.h"
+#include "base/text.h"
 #include "models/model.h"
 #include "models/model_internal.h"
 
@@ -797,6 +798,19 @@ Model build_model(const ModelShape& shape, const std::string& where) {
     for (int64_t i = 0; i < s.layers; ++i) layers.push_back(mlp_layer(s, i));
   } else {
     layers = TransformerBuilder(s).build();
+  }
+  // Each size is bounded (kMaxWidth, kMaxLayers, ...), but their product is not: sum in double
+  // so that an absurd shape is refused before an int64 count overflows.
+  double params = 0;
+  for (const Layer& layer : layers) {
+    for (const Module& m : layer.modules) {
+      for (const Param& p : m.params) params += static_cast<double>(p.numel);
+    }
+  }
+  if (params > internal::kMaxModelParams) {
+    throw InputError(where, strformat("the model would have %.3g parameters; zplan plans models "
+                                      "of up to %.0e",
+                                      params, internal::kMaxModelParams));
   }
   return Model(std::move(s), std::move(layers));
 }

@@ -20,6 +20,8 @@ inline constexpr int64_t kMaxWidth = int64_t{1} << 20;      // hidden, ffn, head
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;      // vocab and learned positions
 inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
 inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+// Parameters a model may have (about 500 times the largest trained): beyond it a shape is a typo.
+inline constexpr double kMaxModelParams = 1e15;
 
 // The architecture flags of a family as its reference models set them (GPT-3, OPT, GPT-NeoX,
 // Llama, the executor's MLP); sizes are left 0. zplan model files start from these.

@@ -141,7 +141,8 @@ BatchPlan resolve_batch(const Problem& p, const KnobRequest& knobs, const BatchR
     // kDefaultGlobalBatchTokens, per GPU, rounded to a power of two (in log space).
     double per = kDefaultGlobalBatchTokens / static_cast<double>(seq * dp);
     int64_t per_pow2 = per <= 1 ? 1 : int64_t{1} << std::llround(std::log2(per));
-    plan.origin = "default (about 2M tokens)";
+    plan.origin = per < 1 ? "default (about 2M tokens, raised to one sample per GPU)"
+                          : "default (about 2M tokens)";
     // Models of a few tokens per sample (tiny-mlp: one) would need more samples per GPU than
     // zplan plans for: the largest power of two it does instead.
     int64_t cap = 1;

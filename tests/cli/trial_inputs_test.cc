@@ -140,5 +140,21 @@ TEST_CASE("defect 14: GPT-2 with add_cross_attention is refused", "[cli][trial]"
       1, "/add_cross_attention: not modelled: GPT-2 cross-attention");
 }
 
+TEST_CASE("trial 2: Llama 4's experts and a sequence past the context are said in every mode",
+          "[cli][trial]") {
+  const std::string scout = "tests/models/data/Llama-4-Scout-17B-16E-text_config.json";
+  for (const char* cmd : {"memory", "simulate"}) {
+    INFO(cmd);
+    const RunResult r = run_zplan(std::string(cmd) + " --model " + scout +
+                                  " --gpus 8 --hw h100 --stage 3 --seq-len 1024");
+    CHECK_THAT(r.err, Contains("runs every expert on every token, as Llama4TextMoe does"));
+  }
+  const RunResult r = run_zplan(
+      "memory --model tests/models/data/OLMoE-1B-7B-0924.json --gpus 8 --hw h100 --stage 3 "
+      "--seq-len 8192");
+  CHECK_THAT(r.err, Contains("zplan: note: --seq-len 8192 is longer than OLMoE-1B-7B-0924's "
+                             "max_position_embeddings (4096)"));
+}
+
 }  // namespace
 }  // namespace zplan::testing

@@ -365,6 +365,20 @@ TEST_CASE("2025 families: parameter counts exactly as published", "[models]") {
     sc["moe_layers"] = "all";
     CHECK(input_error_of([&] { model_from_hf_config(sc, "s.json"); }) ==
           "s.json: /moe_layers: must be a list of block indices, got \"all\"");
+    sc["use_qk_norm"] = "true";
+    CHECK_THAT(input_error_of([&] { model_from_hf_config(sc, "s.json"); }),
+               Catch::StartsWith("s.json: /use_qk_norm: must be true or false"));
+    sc.erase("use_qk_norm");
+    // Sizes within their bounds whose product is absurd are refused before a count overflows.
+    nlohmann::json huge = sc;
+    huge.erase("moe_layers");
+    for (const char* k : {"num_local_experts", "intermediate_size", "hidden_size"}) {
+      huge[k] = 1 << 20;
+    }
+    huge["num_attention_heads"] = huge["num_key_value_heads"] = 8192;
+    huge["interleave_moe_layer_step"] = 1;
+    CHECK(input_error_of([&] { model_from_hf_config(huge, "h.json"); }) ==
+          "h.json: the model would have 1.66e+20 parameters; zplan plans models of up to 1e+15");
     // A null vision_config is no vision tower.
     sc.erase("moe_layers");
     sc["interleave_moe_layer_step"] = 1;
