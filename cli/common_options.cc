@@ -56,6 +56,9 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                "whole to the GPU before partitioning it, a peak before the first step");
   app.add_option("--lora-rank", o.lora_rank,
                  "train LoRA adapters of this rank (PEFT), every base weight frozen");
+  app.add_option("--lora-dropout", o.lora_dropout,
+                 "with --lora-rank: PEFT's lora_dropout p (default 0, PEFT's default: no copy); "
+                 "p > 0 keeps each adapter's dropped input and its mask for backward");
   app.add_option("--lora-targets", o.lora_targets,
                  std::string("with --lora-rank: comma list of the linears that get adapters, as "
                              "PEFT names them: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
@@ -164,6 +167,14 @@ models::FineTune resolve_finetune(const SetupOptions& o) {
         models::kDefaultLoraTargets));
   } else if (o.lora_targets) {
     throw InputError("--lora-targets", "needs --lora-rank (the adapters' rank)");
+  }
+  if (o.lora_dropout) {
+    if (!o.lora_rank) throw InputError("--lora-dropout", "needs --lora-rank (the adapters' rank)");
+    if (!(*o.lora_dropout >= 0 && *o.lora_dropout < 1)) {
+      throw InputError("--lora-dropout",
+                       strformat("must be a probability in [0, 1), got %g", *o.lora_dropout));
+    }
+    ft.lora_dropout = *o.lora_dropout;
   }
   if (o.trainable) {
     if (!(*o.trainable > 0 && *o.trainable <= 1)) {

@@ -50,6 +50,7 @@ struct SetupOptions {
   // Fine-tuning (models/finetune.h): --lora-rank, --lora-targets, --trainable.
   std::optional<int64_t> lora_rank;
   std::optional<std::string> lora_targets;
+  std::optional<double> lora_dropout;
   std::optional<double> trainable;
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.

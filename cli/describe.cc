@@ -36,6 +36,7 @@ void add_finetune_json(const models::Model& model, nlohmann::json& j) {
   j["trainable_params"] = model.trainable_params();
   if (ft.lora()) {
     j["lora"] = {{"rank", ft.lora_rank}, {"targets", ft.lora_targets}};
+    if (ft.lora_dropout > 0) j["lora"]["dropout"] = ft.lora_dropout;
   } else {
     j["trainable_fraction"] = ft.trainable_fraction;
   }

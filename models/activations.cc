@@ -338,7 +338,8 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   }
   out.stored_bytes = dt * tokens * elements +
                      rms_upcast_bytes(m, layer, options) * tokens * norm_elements +
-                     (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes;
+                     (hidden_dropout ? 2 * tokens * h : 0) + attention_bytes +
+                     tokens * layer.adapter_mask_bytes;
   // Full recompute keeps the block input only (reference §6).
   out.checkpoint_bytes = dt * tokens * h;
   // Estimate: the gradient entering and the one leaving the block, plus the largest set of

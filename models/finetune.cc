@@ -131,7 +131,7 @@ constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
 // Adds LoRA adapters to the block's targeted GEMMs. Returns the targets that matched; appends
 // to `linears` the last name of each linear adapted that it does not hold yet.
 std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>& targets,
-                                   int64_t r, std::vector<std::string>* linears) {
+                                   int64_t r, double dropout, std::vector<std::string>* linears) {
   std::set<std::string> matched;
   std::vector<ComputeOp> ops;
   for (const ComputeOp& base : layer.ops) {
@@ -166,6 +166,19 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
     // lora_B(lora_A(x)) * scaling added to the base output (peft/tuners/lora/layer.py
     // Linear.forward): GEMMs [T x in] x [in x r] and [T x r] x [r x out], then the scale (read
     // and write `out`) and the add (read two, write one): 10 * out bytes per token in 16 bits.
+    // lora_dropout > 0 (peft/tuners/lora/layer.py update_layer: nn.Dropout, else nn.Identity):
+    // dropout(x) reads x and writes the dropped copy and its boolean mask, 2D + 1 bytes per
+    // element, 5 in 16 bits; lora_A saves the copy (D per element) and the mask stays for
+    // backward (1 byte), one pair per adapter even where adapters share an input.
+    if (dropout > 0) {
+      ComputeOp drop;
+      drop.name = base.name + ".lora_dropout";
+      drop.kind = OpKind::kMemoryBound;
+      drop.bytes_per_token = 5.0 * static_cast<double>(base.k) * base.token_factor;
+      ops.push_back(drop);
+      layer.adapter_elements += static_cast<double>(base.k) * base.token_factor;
+      layer.adapter_mask_bytes += static_cast<double>(base.k) * base.token_factor;
+    }
     ComputeOp ga;
     ga.name = a_name;
     ga.kind = OpKind::kGemm;
@@ -197,7 +210,7 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
 // (tools/autograd/gen_variable_type.py guard_for: a saved input used by one derivative formula
 // is saved under grad_fn->should_compute_output of that input), so the input of a frozen linear
 // is kept only by something else that reads it.
-void mark_unsaved(Layer& layer) {
+void mark_unsaved(Layer& layer, double dropout) {
   bool has[4] = {false, false, false, false};
   bool needed[4] = {false, false, false, false};
   const size_t n = layer.ops.size();
@@ -235,7 +248,8 @@ void mark_unsaved(Layer& layer) {
     }
     if (group < 0) continue;
     has[group] = true;
-    const bool adapter = i + 1 < n && layer.ops[i + 1].name == op.name + ".lora_A";
+    // With lora_dropout > 0, lora_A reads the dropped copy, not the input.
+    const bool adapter = dropout == 0 && i + 1 < n && layer.ops[i + 1].name == op.name + ".lora_A";
     if (!op.frozen_weight || adapter) needed[group] = true;
   }
   layer.unsaved.attention_in = has[0] && !needed[0];
@@ -297,6 +311,7 @@ std::string describe_finetune(const FineTune& ft) {
     const std::set<std::string> selected(ft.lora_linears.begin(), ft.lora_linears.end());
     const bool renamed = !selected.empty() && selected != given && !given.count("all-linear");
     return "LoRA rank " + std::to_string(ft.lora_rank) + " on " + targets +
+           (ft.lora_dropout > 0 ? strformat(", dropout %g", ft.lora_dropout) : std::string()) +
            (renamed ? " (the linears " + linears + "; base weights frozen)"
                     : " (base weights frozen)");
   }
@@ -335,7 +350,8 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
       freeze_layer(layer);
       if (layer.kind != LayerKind::kBlock) continue;
       std::set<std::string> m =
-          add_adapters(layer, ft.lora_targets, ft.lora_rank, &applied.lora_linears);
+          add_adapters(layer, ft.lora_targets, ft.lora_rank, ft.lora_dropout,
+                       &applied.lora_linears);
       matched.insert(m.begin(), m.end());
     }
     for (const std::string& t : ft.lora_targets) {
@@ -427,7 +443,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
     }
     grad_flows = grad_flows || trains;
     layer.no_grad = !grad_flows;
-    if (layer.kind == LayerKind::kBlock && grad_flows) mark_unsaved(layer);
+    if (layer.kind == LayerKind::kBlock && grad_flows) mark_unsaved(layer, ft.lora_dropout);
   }
   Model out(shape, std::move(layers));
   out.set_finetune(applied);

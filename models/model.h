@@ -282,6 +282,9 @@ struct FineTune {
   int64_t lora_rank = 0;                  // 0: no LoRA
   std::vector<std::string> lora_targets;  // as given (PEFT spellings or "all-linear")
   double trainable_fraction = 1;          // < 1: whole layers frozen from the bottom
+  // PEFT's lora_dropout: 0 builds nn.Identity (lora_A reads the base linear's input itself);
+  // p > 0 an nn.Dropout per adapter, whose output lora_A saves and whose mask backward reads.
+  double lora_dropout = 0;
   // Filled by apply_finetune: the block linears the targets selected, by their own last names
   // in forward order ("query_key_value" for Falcon's q_proj,v_proj).
   std::vector<std::string> lora_linears;
@@ -306,6 +309,9 @@ struct Layer {
   // Elements per token the LoRA adapters keep: each adapter's lora_A output (rank r), which
   // lora_B saves for its weight gradient, times the rows per token (experts_per_token).
   double adapter_elements = 0;
+  // Bytes per token more with lora_dropout > 0: each adapter's boolean dropout mask (1 byte per
+  // input element), its dropped copy being in adapter_elements.
+  double adapter_mask_bytes = 0;
 
   int64_t numel() const;            // parameters owned here (tied modules excluded)
   int64_t trainable_numel() const;  // the trainable ones among them

@@ -191,8 +191,9 @@ def check_case(c, i):
     if "lora" in c:
         lo = c["lora"]
         if (type(lo) is not dict or type(lo.get("rank")) is not int or lo["rank"] < 1
-                or type(lo.get("targets")) is not str or not lo["targets"]):
-            bad(where, "lora must be {\"rank\": r, \"targets\": \"q_proj,v_proj\"} (PEFT's r and target_modules)")
+                or type(lo.get("targets")) is not str or not lo["targets"]
+                or type(lo.get("dropout", 0)) not in (int, float) or not 0 <= lo.get("dropout", 0) < 1):
+            bad(where, "lora must be {\"rank\": r, \"targets\": \"q_proj,v_proj\", \"dropout\": p} (PEFT's r, target_modules and lora_dropout; dropout optional, 0)")
     if c.get("verdict") not in ("fits", "oom"):
         bad(where, "'verdict' must be \"fits\" or \"oom\" (what the run did)")
     if type(c.get("measured", [])) is not list:
@@ -281,7 +282,7 @@ if sys.argv[6] == "1":
                 + (", %s loss" % c["loss"] if "loss" in c else "")
                 + (", model built outside zero.Init" if c.get("zero_init") is False else "")
                 + (", transformers %s" % c["transformers"] if "transformers" in c else "")
-                + (", LoRA r %d on %s" % (c["lora"]["rank"], c["lora"]["targets"]) if "lora" in c else ""))
+                + (", LoRA r %d on %s, dropout %g" % (c["lora"]["rank"], c["lora"]["targets"], c["lora"].get("dropout", 0)) if "lora" in c else ""))
             comp = "; ".join(
                 "%s %s %s%s" % (m["kind"] + ("/" + m["metric"] if "metric" in m else ""), m["value"], m["unit"],
                                 " (unit assumed)" if m.get("unit_assumed") else "") for m in c["measured"])
@@ -380,7 +381,8 @@ def run_case(c, tmp, sets=None):
     # "lora" (optional): PEFT LoRA of that rank on those target_modules, every base weight
     # frozen (the training script's choice; the ds_config has no key for it).
     if "lora" in c:
-        cmd += ["--lora-rank", str(c["lora"]["rank"]), "--lora-targets", c["lora"]["targets"]]
+        cmd += ["--lora-rank", str(c["lora"]["rank"]), "--lora-targets", c["lora"]["targets"],
+                "--lora-dropout", repr(float(c["lora"].get("dropout", 0)))]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         return None, prof, (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["exit %d" % p.returncode]

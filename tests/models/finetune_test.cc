@@ -181,6 +181,19 @@ TEST_CASE("a frozen linear's input is not saved unless an adapter or another rea
         2 * T * (6 * h + 2 * G + 4 * f) + 4 * T * 2 * h + 4 * a * T);
   CHECK(qv.layer_activations(1, 2048, 1, o).stored_bytes ==
         2 * T * (6 * h + 2 * G + 4 * f - h - f + 2 * r) + 2 * T * 2 * h + 4 * a * T);
+  // lora_dropout 0.1: each adapter keeps its dropped copy of the input (bf16) and the mask (one
+  // byte), and lora_A no longer reads the attention input itself, which is then not saved.
+  FineTune ft;
+  ft.lora_rank = 16;
+  ft.lora_targets = parse_lora_targets("q_proj,v_proj");
+  ft.lora_dropout = 0.1;
+  const Model qv_drop = apply_finetune(base, ft);
+  CHECK(qv_drop.layer_activations(1, 2048, 1, o).stored_bytes -
+            qv.layer_activations(1, 2048, 1, o).stored_bytes ==
+        2 * (2 + 1) * T * h - 2 * T * h);
+  CHECK(qv_drop.trainable_params() == qv.trainable_params());
+  CHECK(describe_finetune(qv_drop.finetune()) ==
+        "LoRA rank 16 on q_proj,v_proj, dropout 0.1 (base weights frozen)");
   // Eager attention: the output projection's input (A = h) is dropped too.
   o.flash_attention = false;
   CHECK(base.layer_activations(1, 2048, 1, o).stored_bytes -
