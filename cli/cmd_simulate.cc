@@ -112,7 +112,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
                    unit.per_tflop * r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu, giga ? 1 : 0,
                    unit.per_tflop * peak / 1e12, unit.name);
   out << "  critical path    " << r.bottleneck() << " of the step\n";
-  out << "  bound by         " << r.bound() << "\n\n";
+  out << "  verdict          " << r.bound() << "\n\n";
   Table t({"resource", "busy s", "exposed s", "busy %"}, {false, true, true, true});
   for (int i = 0; i < sim::kNumResources; ++i) {
     const sim::ResourceUse& u = r.resources[i];

@@ -117,7 +117,7 @@ TEST_CASE("simulate says the critical path where it means it, and exposed where 
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("\n  critical path    ") != std::string::npos);
-  CHECK(r.out.find(" of the step\n  bound by ") != std::string::npos);
+  CHECK(r.out.find(" of the step\n  verdict  ") != std::string::npos);
   CHECK(r.out.find("time goes to") == std::string::npos);
   CHECK(r.out.find("exposed gradient reduction") == std::string::npos);
   CHECK(r.out.find("exposed all-gather") == std::string::npos);
