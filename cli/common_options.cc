@@ -49,7 +49,13 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--transformers", o.transformers,
                  "the transformers release the training runs, 5 or 4 (or a version such as "
                  "4.57.1): it lays out a mixture of experts (5: the experts' 3D tensors in one "
-                 "module under grouped_mm; 4: one module of Linears per expert) (default: 5)");
+                 "module under grouped_mm; 4: one module of Linears per expert) (default: 5)")
+      ->check([](const std::string& v) {
+        // Empty is how SetupOptions says "not given"; given empty, it is a mistake.
+        return v.empty() ? std::string("must be 5 or 4 (a transformers release, e.g. 4.57.1), "
+                                       "got ''")
+                         : std::string();
+      });
   app.add_flag("--no-zero-init", o.no_zero_init,
                "stage 3: the model is built outside deepspeed.zero.Init (from_pretrained without "
                "HfDeepSpeedConfig, then deepspeed.initialize(model=...)): the engine moves it "

@@ -23,6 +23,11 @@ TEST_CASE("bad flags are usage errors (exit 2)", "[cli]") {
   expect_one_line_error(run_zplan("nosuchcommand"), 2, "nosuchcommand");
 }
 
+TEST_CASE("an empty --transformers is a mistake, not the default", "[cli]") {
+  expect_one_line_error(run_zplan("memory --model 20b --gpus 8 --hw a100 --transformers ''"), 1,
+                        "--transformers: must be 5 or 4");
+}
+
 TEST_CASE("batch flags that do not divide, or are too large, say so and name the flag", "[cli]") {
   for (const char* cmd : kSetupCommands) {
     INFO(cmd);
