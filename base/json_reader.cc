@@ -275,6 +275,11 @@ bool JsonReader::has(std::string_view key) const {
   return it != value_->end() && !it->is_null();
 }
 
+bool JsonReader::is_null(std::string_view key) const {
+  auto it = value_->find(key);
+  return it != value_->end() && it->is_null();
+}
+
 bool JsonReader::is_auto(std::string_view key) const {
   auto it = value_->find(key);
   return it != value_->end() && it->is_string() && it->get_ref<const std::string&>() == "auto";

@@ -50,6 +50,8 @@ class JsonReader {
 
   bool is_object() const { return value_->is_object(); }
   bool has(std::string_view key) const;  // REQUIRES: is_object()
+  // True iff member `key` exists and is null (has() is false for it, as for an absent one).
+  bool is_null(std::string_view key) const;
   // True iff member `key` exists and is the string "auto" (Hugging Face's placeholder).
   bool is_auto(std::string_view key) const;
 

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <set>
+#include <string>
+#include <string_view>
 
 #include "base/input_error.h"
 #include "base/text.h"
@@ -98,17 +100,11 @@ bool target_matches(const std::string& target, const std::string& op_name) {
   // A dotted target (self_attn.q_proj, layers.0.mlp.down_proj) matches as PEFT's
   // check_target_module_exists does: the whole name, or its end after a dot.
   if (target.find('.') != std::string::npos) {
-    if (op_name == target ||
-        (op_name.size() > target.size() &&
-         op_name.compare(op_name.size() - target.size(), target.size(), target) == 0 &&
-         op_name[op_name.size() - target.size() - 1] == '.')) {
-      return true;
-    }
+    if (op_name == target || op_name.ends_with("." + target)) return true;
     // A full name as model.named_modules() prints it: zplan's names start below the base
     // model's prefix (base_model_prefix: model, transformer, gpt_neox; OPT's model.decoder).
-    for (const char* prefix : {"model.decoder.", "model.", "transformer.", "gpt_neox."}) {
-      const std::string p = prefix;
-      if (target.compare(0, p.size(), p) == 0 && op_name == target.substr(p.size())) return true;
+    for (std::string_view prefix : {"model.decoder.", "model.", "transformer.", "gpt_neox."}) {
+      if (target.starts_with(prefix) && op_name == target.substr(prefix.size())) return true;
     }
     return false;
   }

@@ -53,7 +53,7 @@ int64_t optional_dim(const JsonReader& r, const char* key, int64_t fallback, int
 // is refused, as transformers would fail building the model (nn.Linear(h, None), i >= None),
 // rather than read as the default.
 void refuse_null(const JsonReader& r, const char* key, int64_t fallback) {
-  if (r.json().contains(key) && r.json().at(key).is_null()) {
+  if (r.is_null(key)) {
     r.fail(key, "null: transformers cannot build the model with None here; give a number, or "
                 "leave the key out for the default (" + std::to_string(fallback) + ")");
   }
@@ -521,7 +521,7 @@ void read_experts(const JsonReader& r, const std::string& type, int transformers
     s.expert_ffn = sized_dim(r, "moe_intermediate_size", v3 ? 2048 : 1407, kMaxWidth);
     // null: DeepseekV2Moe builds no shared experts (`is not None`); DeepseekV3MoE multiplies
     // moe_intermediate_size by it unconditionally, so the model does not build.
-    if (v3 && r.json().contains("n_shared_experts") && r.json().at("n_shared_experts").is_null()) {
+    if (v3 && r.is_null("n_shared_experts")) {
       r.fail("n_shared_experts",
              "null: DeepseekV3MoE sizes its shared experts as moe_intermediate_size * "
              "n_shared_experts, which transformers cannot build; give 0 or more");
@@ -587,7 +587,7 @@ void read_latent_attention(const JsonReader& r, ModelShape& s) {
 // A bias key: absent -> the class default; null -> no bias (nn.Linear(..., bias=None) builds
 // none, whatever the default).
 bool bias_flag(const JsonReader& r, const char* key, bool fallback) {
-  if (r.json().contains(key) && r.json().at(key).is_null()) return false;
+  if (r.is_null(key)) return false;
   return flag(r, key, fallback);
 }
 
@@ -621,8 +621,8 @@ void read_biases(const JsonReader& r, const DecoderType& t, ModelShape& s) {
 
 // The general gated-MLP decoder: Qwen3, Gemma, Gemma-2, Gemma-3, Phi-3, OLMo-2, Granite,
 // SmolLM3, ERNIE-4.5, Seed-OSS, GLM-4, Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, GLM-4.5,
-// Llama 4, DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query scaling change
-// neither parameters nor stored activations and are ignored.
+// Llama 4, DeepSeek-V2 and V3, GPT-OSS. Sliding windows, soft-capping, rope scaling and query
+// scaling change neither parameters nor stored activations and are ignored.
 ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_major) {
   const std::string type = t.type;
   ModelShape s = family_defaults(Family::kLlama);

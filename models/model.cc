@@ -106,10 +106,9 @@ Model::Model(ModelShape shape, std::vector<Layer> layers, int tensor_parallel,
       if (!layer.moe_block) continue;
       int64_t routed = 0;
       for (const Module& m : layer.modules) {
-        const std::string& n = m.name;
-        const bool experts = n.find(".experts.") != std::string::npos ||
-                             (n.size() >= 8 && n.compare(n.size() - 8, 8, ".experts") == 0);
-        if (experts) routed += m.numel();
+        if (m.name.find(".experts.") != std::string::npos || m.name.ends_with(".experts")) {
+          routed += m.numel();
+        }
       }
       // routed is a multiple of experts (each expert the same shape): exact in integers.
       active_params_ -= routed / shape_.experts * (shape_.experts - shape_.experts_per_token);

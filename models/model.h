@@ -146,7 +146,8 @@ struct ModelShape {
   int64_t routed_rows_per_token() const { return dense_experts ? experts : experts_per_token; }
   // Whether block i (0-based) holds the sparse MoE block.
   bool moe_layer(int64_t i) const {
-    return experts > 0 && i >= dense_layers && (i - dense_layers) % moe_layer_step == moe_layer_step - 1;
+    return experts > 0 && i >= dense_layers &&
+           (i - dense_layers) % moe_layer_step == moe_layer_step - 1;
   }
 
   // Multi-head latent attention (DeepSeek-V2). kv_lora_rank 0 = ordinary attention. Queries:
