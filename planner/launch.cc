@@ -3,6 +3,8 @@
 #include "planner/launch.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 #include "base/text.h"
 #include "hardware/cost_model.h"
@@ -23,6 +25,19 @@ std::string deepspeed_launcher(const hardware::Cluster& cl) {
                      cl.gpus_per_node());
   }
   return strformat("deepspeed --num_gpus %d", cl.gpus);
+}
+
+// A path as one POSIX shell word: as it is when it holds only characters no shell treats
+// specially, else in single quotes (each ' written '\'').
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("/._-+=:,@%").find(ch) != std::string_view::npos;
+  });
+  if (plain) return text;
+  std::string out = "'";
+  for (char ch : text) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
 }
 
 bool offloads_optimizer(const sim::DsConfig& c) {
@@ -114,8 +129,9 @@ sim::DsConfig runnable_config(const sim::DsConfig& config, DsConfigFormat format
 }
 
 LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
-                               const std::string& file, DsConfigFormat format) {
+                               const std::string& path, DsConfigFormat format) {
   const hardware::Cluster& cl = problem.cluster;
+  const std::string file = shell_word(path);
   const std::string launcher = deepspeed_launcher(cl);
   const long long micro = static_cast<long long>(c.micro_batch);
   const long long gas = static_cast<long long>(c.gradient_accumulation_steps);
@@ -141,10 +157,14 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
   out.hf_trainer = launcher + " train.py" + trainer;
   // accelerate launch: the file sets the batch keys, clipping and precision; Accelerate refuses
   // --mixed_precision, --gradient_accumulation_steps and the like beside --deepspeed_config_file.
+  // On several nodes it runs once per node, with that node's rank: the "standard" multi-node
+  // launcher (torchrun on each node); Accelerate's default, "pdsh", would instead start the
+  // deepspeed runner over a hostfile from one node (accelerate/commands/launch.py).
   out.accelerate =
       strformat("accelerate launch --use_deepspeed --deepspeed_config_file %s", file.c_str()) +
-      (cl.nodes > 1 ? strformat(" --num_machines %d --num_processes %d --machine_rank "
-                                "<this node's rank> --main_process_ip <first node>",
+      (cl.nodes > 1 ? strformat(" --deepspeed_multinode_launcher standard --num_machines %d "
+                                "--num_processes %d --machine_rank <this node's rank> "
+                                "--main_process_ip <first node>",
                                 cl.nodes, cl.gpus)
                     : strformat(" --num_processes %d", cl.gpus)) +
       " train.py";
@@ -204,10 +224,21 @@ std::vector<std::string> launch_lines(const Problem& problem, const sim::DsConfi
       "launch a Hugging Face Trainer script (it refuses a file whose batch keys, clipping or "
       "precision differ from its flags): " +
       l.hf_trainer);
+  // Accelerate's prepare refuses a torch optimizer beside the file's optimizer block and wants
+  // accelerate.utils.DummyOptim, whose lr and weight_decay fill those "auto"s; no one fills an
+  // "auto" betas or eps for it (accelerator.py _prepare_deepspeed, then
+  // deepspeed_config_process raises on the "auto"s left).
+  std::string own_loop = strformat(
+      "your own loop batches its DataLoader by %lld and passes "
+      "accelerate.utils.DummyOptim(model.parameters()) to accelerator.prepare, since the file "
+      "has an optimizer block",
+      static_cast<long long>(c.micro_batch));
+  if (format == DsConfigFormat::kHf) {
+    own_loop += ", and needs the file written with --out-format deepspeed: only the Trainer "
+                "fills the \"auto\" betas and eps";
+  }
   out.push_back("launch with Accelerate: " + l.accelerate +
-                strformat(" (a Trainer script takes the Trainer flags above; your own loop batches "
-                          "its DataLoader by %lld)",
-                          static_cast<long long>(c.micro_batch)));
+                " (a Trainer script takes the Trainer flags above; " + own_loop + ")");
   if (!l.megatron.empty()) out.push_back("launch Megatron-DeepSpeed: " + l.megatron);
   if (!l.hostfile.empty()) out.push_back("hostfile: " + l.hostfile);
   const bool offload = offloads_optimizer(c);

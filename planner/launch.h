@@ -47,7 +47,8 @@ inline constexpr double kTrainerWeightDecay = 0.0;
 // Trainer cannot save consolidated weights. A user's own "optimizer" block is kept.
 sim::DsConfig runnable_config(const sim::DsConfig& config, DsConfigFormat format);
 
-// The command lines that start `config` written to `file` on problem.cluster.
+// The command lines that start `config` written to `file` on problem.cluster (the path shell-
+// quoted where it needs it).
 struct LaunchCommands {
   std::string deepspeed;   // a plain script that calls deepspeed.initialize(args=...)
   std::string hf_trainer;  // a Trainer script, with the flags the file must match

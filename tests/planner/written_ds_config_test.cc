@@ -345,6 +345,9 @@ void check_launchers(const json& j, const Expected& e, const LaunchCommands& l,
     CHECK(std::stoi(flag_value(w, "--num_gpus", false)) == e.gpus_per_node);
     CHECK(l.hostfile.find(strformat("slots=%d", e.gpus_per_node)) != std::string::npos);
     CHECK(l.accelerate.find(strformat("--num_machines %d", e.nodes)) != std::string::npos);
+    // Run once per node with --machine_rank: the standard launcher, not pdsh from one node.
+    CHECK(flag_value(words(l.accelerate), "--deepspeed_multinode_launcher", false) ==
+          "standard");
   } else {
     CHECK(l.hostfile.empty());
   }
@@ -460,6 +463,34 @@ TEST_CASE("the issue's NVMe cases get swap buffers that hold the largest slice",
     const sim::DsConfig d = to_ds_config(cands[0], base_config(p, space.batch), p);
     CHECK(d.zero.offload_param.buffer_size == c.buffer_size);
   }
+}
+
+TEST_CASE("the launch lines quote a config path the shell would split, and say what Accelerate "
+          "needs of an own loop",
+          "[planner]") {
+  Problem p = problem("1.3b", "a100", 8);
+  const SearchSpace space = resolve_search_space(p, KnobRequest{}, {});
+  const sim::DsConfig c = base_config(p, space.batch);
+  const LaunchCommands l = launch_commands(p, c, "my runs/ds $1'x.json", DsConfigFormat::kDeepSpeed);
+  CHECK(l.deepspeed.find("--deepspeed_config 'my runs/ds $1'\\''x.json'") != std::string::npos);
+  CHECK(l.hf_trainer.find("--deepspeed 'my runs/ds $1'\\''x.json' ") != std::string::npos);
+  CHECK(l.accelerate.find("--deepspeed_config_file 'my runs/ds $1'\\''x.json' ") !=
+        std::string::npos);
+  // A plain path stays as it is.
+  CHECK(launch_commands(p, c, "out/ds_z3.json", DsConfigFormat::kDeepSpeed)
+            .deepspeed.find("--deepspeed_config out/ds_z3.json") != std::string::npos);
+  // The written file has an optimizer block: Accelerate's prepare wants DummyOptim, and with
+  // the Trainer's "auto" betas/eps nobody fills them for an own loop.
+  auto accelerate_line = [&](DsConfigFormat format) {
+    for (const std::string& line : launch_lines(p, c, "ds.json", format)) {
+      if (line.rfind("launch with Accelerate: ", 0) == 0) return line;
+    }
+    return std::string();
+  };
+  CHECK(accelerate_line(DsConfigFormat::kDeepSpeed).find("DummyOptim") != std::string::npos);
+  CHECK(accelerate_line(DsConfigFormat::kDeepSpeed).find("--out-format deepspeed") ==
+        std::string::npos);
+  CHECK(accelerate_line(DsConfigFormat::kHf).find("--out-format deepspeed") != std::string::npos);
 }
 
 TEST_CASE("an offload plan says how many threads each rank's CPU Adam gets and how to launch it",
