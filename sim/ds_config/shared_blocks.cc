@@ -250,7 +250,15 @@ void read_activation_checkpointing(const JsonReader& top, const ParseContext& co
   flag("contiguous_memory_optimization", a.contiguous_memory_optimization);
   flag("synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
   flag("profile", a.profile);
-  if (std::optional<int64_t> n = r->optional_integer("number_checkpoints")) {
+  // get_scalar_param takes any value, and checkpointing.py reads it only to size the contiguous
+  // buffers, where configure's num_checkpoints argument (Megatron's layer count) replaces it.
+  // false, as real configs copied from DeepSpeed's activation-checkpointing docs write it, is
+  // then as good as absent.
+  const auto n_it = r->json().find("number_checkpoints");
+  if (n_it != r->json().end() && *n_it == false) {
+    note(r->location("number_checkpoints") + " is false: read as not given (the layer count "
+         "then comes from the model code's checkpointing.configure call)");
+  } else if (std::optional<int64_t> n = r->optional_integer("number_checkpoints")) {
     if (*n <= 0) r->fail("number_checkpoints", "must be positive, got " + std::to_string(*n));
     a.number_checkpoints = *n;
   }

@@ -403,16 +403,38 @@ void fill_trainer_autos(const ZeroReader& zr, const ParseContext& context, ZeroC
     if (__builtin_mul_overflow(h, h, &h2)) zr.r.fail(json_name, "hidden size is too large");
     return h2;
   };
+  const ZeroConfig defaults;
+  std::vector<std::string> filled;  // "key h^2 = N (DeepSpeed's own default D)"
+  auto fill = [&](const char* key, int64_t value, int64_t deepspeed_default, int64_t& out) {
+    out = value;
+    filled.push_back(std::string(key) + " " + std::to_string(value) + " (DeepSpeed's own " +
+                     std::to_string(deepspeed_default) + ")");
+  };
   if (zr.r.is_auto("reduce_bucket_size")) {
-    z.reduce_bucket_size = hidden_squared("reduce_bucket_size");
+    fill("reduce_bucket_size", hidden_squared("reduce_bucket_size"), defaults.reduce_bucket_size,
+         z.reduce_bucket_size);
   }
   if (z.stage == 3 && zr.r.is_auto("stage3_prefetch_bucket_size")) {
     double h2 = static_cast<double>(hidden_squared("stage3_prefetch_bucket_size"));
-    z.prefetch_bucket_size = static_cast<int64_t>(0.9 * h2);  // Python's int(0.9 * h * h)
+    // Python's int(0.9 * h * h)
+    fill("stage3_prefetch_bucket_size", static_cast<int64_t>(0.9 * h2),
+         defaults.prefetch_bucket_size, z.prefetch_bucket_size);
   }
   if (z.stage == 3 && zr.r.is_auto("stage3_param_persistence_threshold")) {
     hidden_squared("stage3_param_persistence_threshold");
-    z.param_persistence_threshold = 10 * h;
+    fill("stage3_param_persistence_threshold", 10 * h, defaults.param_persistence_threshold,
+         z.param_persistence_threshold);
+  }
+  // Accelerate's prepare fills the same three from model.config.hidden_size
+  // (accelerator.py _prepare_deepspeed); deepspeed.initialize alone drops each "auto"
+  // (config_utils.py DeepSpeedConfigModel) and keeps its default, so the planned run is the
+  // Trainer's or Accelerate's, and a plain DeepSpeed script sends other bucket sizes.
+  if (!filled.empty() && context.notes != nullptr) {
+    std::string line = zr.r.location() + ": \"auto\" filled as the Hugging Face Trainer and " +
+                       "Accelerate fill it from hidden size " + std::to_string(h) + ": ";
+    for (size_t i = 0; i < filled.size(); ++i) line += (i ? ", " : "") + filled[i];
+    line += "; a script that calls deepspeed.initialize itself runs DeepSpeed's own values";
+    context.notes->push_back(line);
   }
 }
 
@@ -562,6 +584,13 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   read_offload_blocks(zr, z, errors);
   read_leaf_module_block(zr, z, errors);
   resolve_as_the_engine_does(z);
+  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics() &&
+      context.notes != nullptr) {
+    context.notes->push_back(
+        zr.r.location(zr.key("stage3_allgather_sequential")) +
+        " is true: planned as DeepSpeed's engine runs it, with stage3_prefetch_bucket_size 1 (no "
+        "parameter gathered ahead of its module)");
+  }
   return z;
 }
 

@@ -144,6 +144,25 @@ void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
              "not modelled: SuperOffload (its own stage-3 optimizer and CPU schedule); remove it "
              "to plan plain ZeRO-3 optimizer offload");
   }
+  // Two stage-3 fetch schemes other than the all-gather of each module's partitions that zplan
+  // prices: use_all_reduce_for_fetch_params has every rank all-reduce a full-size buffer holding
+  // its own partition (partition_parameters.py), twice an all-gather's bytes on the ring; a
+  // module_granularity_threshold above 0 makes every module whose parameters per descendant fall
+  // below it a leaf, fetched whole (parameter_offload.py _set_z3_leaf_modules_by_threshold),
+  // which leaf_module does by class.
+  if (z.stage == 3 && json_true(z.other, "stage3_use_all_reduce_for_fetch_params")) {
+    loc.fail(kZ + "stage3_use_all_reduce_for_fetch_params",
+             "not modelled: parameters fetched by all-reduce instead of all-gather; remove it "
+             "to plan ZeRO-3's all-gather fetch");
+  }
+  if (z.stage == 3 && z.other.is_object()) {
+    auto it = z.other.find("stage3_module_granularity_threshold");
+    if (it != z.other.end() && it->is_number() && it->get<double>() > 0) {
+      loc.fail(kZ + "stage3_module_granularity_threshold",
+               "not modelled: leaf modules picked by parameters per descendant; set it to 0 and "
+               "name the blocks to gather whole in zero_optimization.leaf_module.classes");
+    }
+  }
   // DeepSpeed reads this in stage 3 only (partition_parameters.py Init): with all parameters
   // trainable (what zplan plans) it changes nothing, but it is meant for frozen weights stored
   // quantized, which zplan does not model.
