@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/input_error.h"
 #include "base/json_reader.h"
@@ -219,6 +220,38 @@ void reject_elasticity(const JsonReader& top) {
     r->fail("enabled",
             "not modelled: elastic training (DeepSpeed chooses the batch size and micro-batch "
             "from the number of GPUs); remove it and give the batch keys to plan that run");
+  }
+}
+
+// Every top-level key DeepSpeed 0.19.5 reads: DeepSpeedConfig._initialize_params
+// (deepspeed/runtime/config.py) and the config classes it hands a block to, plus
+// "sequence_parallel" (zplan's own refusal names it) and "allgather_size" (the deprecated boolean
+// zero_optimization form reads it). DeepSpeed never looks at any other key.
+constexpr std::string_view kDeepSpeedTopKeys[] = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "managed_gradient_accumulation", "steps_per_print", "dump_state", "disable_allgather",
+    "communication_data_type", "seq_parallel_communication_data_type", "prescale_gradients",
+    "gradient_predivide_factor", "sparse_gradients", "zero_optimization",
+    "activation_checkpointing", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
+    "gradient_clipping", "fp16", "bf16", "bfloat16", "amp", "torch_autocast",
+    "compression_training", "graph_harvesting", "optimizer", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "scheduler", "flops_profiler", "wall_clock_breakdown",
+    "memory_breakdown", "autotuning", "eigenvalue", "use_data_before_expert_parallelism",
+    "hybrid_engine", "sparse_attention", "pipeline", "progressive_layer_drop",
+    "curriculum_learning", "data_efficiency", "checkpoint", "data_types", "aio",
+    "dataloader_drop_last", "log_level", "nebula", "datastates_ckpt", "weight_quantization",
+    "compile", "timers", "tensor_parallel", "expert_parallel", "quantize_training", "elasticity",
+    "sequence_parallel_size", "vocabulary_size", "sequence_parallel", "allgather_size"};
+
+void note_unknown_top_keys(const nlohmann::json& document, const std::string& file,
+                           std::vector<std::string>* notes) {
+  if (notes == nullptr || !document.is_object()) return;
+  for (const auto& item : document.items()) {
+    const std::string& key = item.key();
+    if (std::ranges::find(kDeepSpeedTopKeys, key) != std::end(kDeepSpeedTopKeys)) continue;
+    notes->push_back(file + ": /" + key +
+                     " is not a key DeepSpeed reads: ignored, as DeepSpeed ignores it" +
+                     did_you_mean(key, kDeepSpeedTopKeys));
   }
 }
 

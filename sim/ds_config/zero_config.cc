@@ -393,6 +393,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   errors.step([&] { read_gradient_clipping(top, c); });
   errors.step([&] { c.optimizer = internal::read_optimizer(top, c, context.notes); });
   keep_unmodeled_top_keys(document, c);
+  internal::note_unknown_top_keys(document, file, context.notes);
   check_unmodeled_top_keys(top, errors);
   errors.throw_if_any();
   ignore_keys_deepspeed_ignores(locator, context, c);

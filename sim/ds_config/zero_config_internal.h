@@ -127,6 +127,10 @@ std::string json_quoted(std::string_view text);
 // DeepSpeed takes null as absent there).
 std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null null);
 
+// One line in `notes` (when given) for each top-level key of `document` that DeepSpeed 0.19.5
+// never reads (a misspelt block is the usual one), with the nearest key it does read.
+void note_unknown_top_keys(const nlohmann::json& document, const std::string& file,
+                           std::vector<std::string>* notes);
 // The top-level keys kept whole in DsConfig::other (top_level_keys.cc).
 // The checks on them: what DeepSpeed validates or zplan refuses there. `top` is the whole file
 // when reading, DsConfig::other when validating a config built in code.

@@ -152,6 +152,39 @@ TEST_CASE("activation_checkpointing: unknown keys are ignored, with a note (defe
                     context)
                   .activation_checkpointing.profile);
   CHECK(notes.empty());
+  // number_checkpoints false (DeepSpeed's docs' template, copied into real configs) is Python's
+  // 0, which DeepSpeed never checks: as if not given, with a note; true stays an error.
+  const DsConfig no_count = parse(with(kBase, "activation_checkpointing",
+                                       {{"partition_activations", false},
+                                        {"number_checkpoints", false}}),
+                                  context);
+  CHECK_FALSE(no_count.activation_checkpointing.number_checkpoints.has_value());
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Contains("/activation_checkpointing/number_checkpoints is false: read as "
+                                "not given"));
+  CHECK_FALSE(ds_config_to_json(no_count)["activation_checkpointing"].contains(
+      "number_checkpoints"));
+  CHECK_THAT(error_of(with(kBase, "activation_checkpointing", {{"number_checkpoints", true}})),
+             Contains("/activation_checkpointing/number_checkpoints"));
+}
+
+TEST_CASE("a top-level key DeepSpeed never reads is ignored, with a note and the nearest key",
+          "[zero_config][inputs]") {
+  std::vector<std::string> notes;
+  ParseContext context = context8();
+  context.notes = &notes;
+  // A misspelt block: DeepSpeed runs the file without it (stage 0 here), and so does zplan.
+  const DsConfig c = parse(with(kBase, "zero_optimisation", {{"stage", 3}}), context);
+  CHECK(c.zero.stage != 3);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "t.json: /zero_optimisation is not a key DeepSpeed reads: ignored, as "
+                    "DeepSpeed ignores it; did you mean \"zero_optimization\"?");
+  // Kept for writing back, as DeepSpeed's own keys zplan does not model are.
+  CHECK(ds_config_to_json(c)["zero_optimisation"]["stage"] == 3);
+  // Keys DeepSpeed reads elsewhere (monitors, checkpointing) get no note.
+  notes.clear();
+  parse(with(with(kBase, "wandb", {{"enabled", false}}), "checkpoint", json::object()), context);
+  CHECK(notes.empty());
 }
 
 TEST_CASE("the optimizer block sets the optimizer states (defect 1)", "[zero_config][inputs]") {
