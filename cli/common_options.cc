@@ -414,8 +414,9 @@ Setup resolve_setup(const SetupOptions& o) {
   file_flags.stage.reset();
   if (!o.ds_config.empty() && any_zero_flag(file_flags)) {
     throw InputError("--ds-config",
-                     "give either a ds_config file or ZeRO flags (--stage, "
-                     "--offload-*, bucket sizes), not both");
+                     "give either a ds_config file or ZeRO flags (--offload-*, bucket sizes), "
+                     "not both; with a file only --stage (for a \"stage\": \"auto\") and "
+                     "--sub-group-size apply");
   }
   const std::optional<int64_t> checkpointing = parse_checkpointing(o.checkpointing);
   models::Model model = resolve_model(o);

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.footer(
       "Run `zplan <command> --help` for a command's options. Exit codes: 0 ok, 1 bad "
-      "input, 2 bad usage, 3 does not fit, 4 check failed, 70 internal error.");
+      "input, 2 bad usage, 3 nothing fits (plan; memory and simulate report a config that does "
+      "not fit and exit 0), 4 check failed (validate), 70 internal error.");
 
   Action action;
   setup_calibrate_command(app, &action);

@@ -68,6 +68,22 @@ TEST_CASE("a ds_config with \"stage\": \"auto\" runs the Trainer's ZeRO-2, and s
   CHECK(z3.exit_code == 0);
   CHECK(z3.out.find("ZeRO-3") != std::string::npos);
   CHECK(z3.err.find("planned as ZeRO stage 2") == std::string::npos);
+  // A flag the file would conflict with is refused, and the error names the two that apply.
+  RunResult both = run_zplan("memory --model 125m --gpus 8 --hw a100 --offload-optimizer cpu "
+                             "--ds-config " + auto_stage.path);
+  expect_one_line_error(both, 1, "--ds-config: give either a ds_config file or ZeRO flags");
+  CHECK(both.err.find("(--offload-*, bucket sizes)") != std::string::npos);
+  CHECK(both.err.find("only --stage") != std::string::npos);
+}
+
+TEST_CASE("the help's exit codes say that only plan exits 3 when nothing fits", "[cli]") {
+  for (const char* cmd : {"", "memory ", "simulate ", "plan "}) {
+    RunResult r = run_zplan(std::string(cmd) + "--help");
+    INFO(cmd);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("3 nothing fits (plan; memory and simulate report a config that does not "
+                     "fit and exit 0)") != std::string::npos);
+  }
 }
 
 TEST_CASE("a ds_config's sequence_parallel_size is planned as Ulysses and refused as DeepSpeed "
