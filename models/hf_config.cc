@@ -85,9 +85,9 @@ using internal::kMaxVocab;
 using internal::kMaxWidth;
 
 constexpr const char* kSupported =
-    "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite, smollm3, "
-    "ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
-    "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
+    "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite, "
+    "smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, "
+    "llama4_text, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
 // models would otherwise plan for 32K-128K tokens per sequence by default.
@@ -306,6 +306,10 @@ constexpr DecoderType kDecoderTypes[] = {
     {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false,
      Fused::kQkvGateUp, BiasKeys::kAttention, false},
     {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  Fused::kNone,
+     BiasKeys::kAttention, false},
+    // Olmo3Config: OLMo-2's modules and defaults; its sliding window (three layers in four, by
+    // layer_types) changes no parameter: zplan prices full causal attention in every layer.
+    {"olmo3",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  Fused::kNone,
      BiasKeys::kAttention, false},
     {"mixtral",    8,  0,       false, 131072,  false, QkNorm::kNone,     false, false, Fused::kNone,
      BiasKeys::kAttention, false},

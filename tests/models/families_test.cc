@@ -235,6 +235,15 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
     CHECK(find_module(m, "layers.0.post_feedforward_layernorm") != nullptr);
   }
+  SECTION("Olmo-3-1025-7B: OLMo-2's modules; its sliding-window layers add no parameter") {
+    Model m = load_model(data_path("Olmo-3-1025-7B.json"));
+    // OLMo-2-1124-7B less the 74 rows of its larger vocabulary, in the embedding and the head.
+    CHECK(m.num_params() == 7'298'617'344 - 2 * 74 * 4096);
+    CHECK(m.num_params() == 7'298'011'136);
+    CHECK(numel_of(m, "layers.0.self_attn.k_norm") == 4096);
+    CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
+    CHECK(find_module(m, "layers.3.post_attention_layernorm") != nullptr);
+  }
   SECTION("GPT-J-6B: parallel block from one ln_1, biased MLP and LM head") {
     Model m = load_model(data_path("gpt-j-6b.json"));
     // transformers' GPTJForCausalLM module count; the model card's 6,053,381,344 counts the
