@@ -194,6 +194,16 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& name,
     const std::string marker = "syntax error while parsing";
     size_t at = what.find(marker);
     std::string detail = at == std::string::npos ? what : what.substr(at);
+    // The commonest slip in hand-edited configs: a comma before a closing } or ].
+    if (offset < text.size() && (text[offset] == '}' || text[offset] == ']')) {
+      size_t before = offset;
+      while (before > 0 && std::isspace(static_cast<unsigned char>(text[before - 1]))) --before;
+      if (before > 0 && text[before - 1] == ',') {
+        detail += " (a trailing comma before '" + std::string(1, text[offset]) +
+                  "': JSON allows none, and Python's json module, which DeepSpeed and "
+                  "transformers read files with, refuses it too)";
+      }
+    }
     throw InputError(name, "line " + std::to_string(line) + ", column " +
                                std::to_string(column) + ": invalid JSON: " + detail);
   } catch (const nlohmann::json::exception& e) {

@@ -22,6 +22,11 @@ std::string error_of(const std::string& text) {
 TEST_CASE("malformed JSON names the file, line and column", "[models]") {
   CHECK(error_of("{\n  \"a\": 1,\n}") .rfind("x.json: line 3, column 1: invalid JSON", 0) == 0);
   CHECK(error_of("").rfind("x.json: line 1, column 1: invalid JSON", 0) == 0);
+  // A trailing comma is named as such, in an object or an array; other slips are not.
+  CHECK_THAT(error_of("{\n  \"a\": 1,\n}"), Catch::Contains("(a trailing comma before '}'"));
+  CHECK_THAT(error_of("[1, 2 ,\t]"), Catch::Contains("(a trailing comma before ']'"));
+  CHECK(error_of("{\"a\": }").find("trailing comma") == std::string::npos);
+  CHECK(error_of("{\"a\" 1}").find("trailing comma") == std::string::npos);
 }
 
 std::string ds_error_of(const std::string& text) {
