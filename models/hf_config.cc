@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
-// opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
-// smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe,
+// opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite,
+// smollm3, ernie4_5, seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe,
 // llama4_text, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon.
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
@@ -86,7 +86,7 @@ using internal::kMaxWidth;
 
 constexpr const char* kSupported =
     "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite, "
-    "smollm3, ernie4_5, seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, "
+    "smollm3, ernie4_5, seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, "
     "llama4_text, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
 
 // Planning default for the sequence length: the model's context, capped where long-context
@@ -306,6 +306,12 @@ constexpr DecoderType kDecoderTypes[] = {
     {"phi3",       0,  0,       false, 4096,    false, QkNorm::kNone,     false, false,
      Fused::kQkvGateUp, BiasKeys::kAttention, false},
     {"olmo2",      0,  0,       false, 2048,    false, QkNorm::kFull,     false, true,  Fused::kNone,
+     BiasKeys::kAttention, false},
+    // Exaone4Config (EXAONE 4.0): Exaone4DecoderLayer is Olmo2DecoderLayer (norms after the
+    // sublayers only) with q_norm and k_norm on each head (Exaone4Attention, no biases); head_dim
+    // falls back to hidden / heads. Its sliding layers and the rotary-free full layers add no
+    // parameter: zplan prices full causal attention in every layer.
+    {"exaone4",    32, 0,       false, 2048,    false, QkNorm::kPerHead,  false, true,  Fused::kNone,
      BiasKeys::kAttention, false},
     // Olmo3Config: OLMo-2's modules and defaults; its sliding window (three layers in four, by
     // layer_types) changes no parameter: zplan prices full causal attention in every layer.

@@ -244,6 +244,15 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
     CHECK(find_module(m, "layers.3.post_attention_layernorm") != nullptr);
   }
+  SECTION("EXAONE-4.0-32B: OLMo-2's post-norm block with per-head q/k norms") {
+    Model m = load_model(data_path("EXAONE-4.0-32B.json"));
+    // The model card's "30.95B without embeddings": all but the embedding and the LM head.
+    CHECK(m.num_params() - 2 * 102'400 * 5120 == 30'954'640'384);
+    CHECK(numel_of(m, "layers.0.self_attn.q_norm") == 128);
+    CHECK(numel_of(m, "layers.0.self_attn.k_proj") == 5120 * 8 * 128);
+    CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
+    CHECK(find_module(m, "layers.63.post_feedforward_layernorm") != nullptr);
+  }
   SECTION("GPT-J-6B: parallel block from one ln_1, biased MLP and LM head") {
     Model m = load_model(data_path("gpt-j-6b.json"));
     // transformers' GPTJForCausalLM module count; the model card's 6,053,381,344 counts the

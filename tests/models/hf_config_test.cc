@@ -198,7 +198,7 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
   CHECK(error_of(R"({"model_type": "bert", "hidden_size": 8})") ==
         "config.json: /model_type: unsupported model_type \"bert\"; supported: llama, mistral, "
         "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite, smollm3, ernie4_5, "
-        "seed_oss, glm4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
+        "seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
         "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
   // A vision-language checkpoint: the tower is not modelled; the hint names the language
   // model's own type where text_config gives one zplan reads, or the text family a Qwen-VL
