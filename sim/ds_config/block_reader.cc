@@ -270,8 +270,14 @@ void reject_unknown_keys(const JsonReader& reader, std::span<const std::string_v
         value.get_ref<const std::string&>() == "auto") {
       continue;
     }
-    const std::string problem = "unknown key (" + std::string(block) + " does not accept it)" +
-                                did_you_mean(key, known);
+    std::string hint = did_you_mean(key, known);
+    // A block written one level too deep (aio or bf16 inside zero_optimization).
+    const auto top = deepspeed_top_keys();
+    if (hint.empty() && std::find(top.begin(), top.end(), key) != top.end()) {
+      hint = "; it is a top-level key of the ds_config, not one of this block's";
+    }
+    const std::string problem =
+        "unknown key (" + std::string(block) + " does not accept it)" + hint;
     errors.step([&] { reader.fail(key, problem); });
   }
 }

@@ -5,6 +5,7 @@
 // in code alike. Sources: reference/deepspeed_internals.md §1.
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -242,6 +243,8 @@ constexpr std::string_view kDeepSpeedTopKeys[] = {
     "dataloader_drop_last", "log_level", "nebula", "datastates_ckpt", "weight_quantization",
     "compile", "timers", "tensor_parallel", "expert_parallel", "quantize_training", "elasticity",
     "sequence_parallel_size", "vocabulary_size", "sequence_parallel", "allgather_size"};
+
+std::span<const std::string_view> deepspeed_top_keys() { return kDeepSpeedTopKeys; }
 
 void note_unknown_top_keys(const nlohmann::json& document, const std::string& file,
                            std::vector<std::string>* notes) {

@@ -127,6 +127,8 @@ std::string json_quoted(std::string_view text);
 // DeepSpeed takes null as absent there).
 std::optional<JsonReader> top_block(const JsonReader& top, const char* key, Null null);
 
+// Every top-level key DeepSpeed 0.19.5 reads (top_level_keys.cc).
+std::span<const std::string_view> deepspeed_top_keys();
 // One line in `notes` (when given) for each top-level key of `document` that DeepSpeed 0.19.5
 // never reads (a misspelt block is the usual one), with the nearest key it does read.
 void note_unknown_top_keys(const nlohmann::json& document, const std::string& file,

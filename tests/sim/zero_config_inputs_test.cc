@@ -187,6 +187,17 @@ TEST_CASE("a top-level key DeepSpeed never reads is ignored, with a note and the
   CHECK(notes.empty());
 }
 
+TEST_CASE("a top-level block written inside zero_optimization is named as one",
+          "[zero_config][inputs]") {
+  CHECK(error_of(with_zero({{"stage", 3}, {"aio", {{"block_size", 1048576}}}})) ==
+        "t.json: /zero_optimization/aio: unknown key (DeepSpeed 0.19's DeepSpeedZeroConfig "
+        "(zero_optimization) does not accept it); it is a top-level key of the ds_config, not "
+        "one of this block's");
+  // A near miss of the block's own keys keeps its suggestion.
+  CHECK_THAT(error_of(with_zero({{"stage", 3}, {"overlap_com", true}})),
+             Contains("did you mean \"overlap_comm\"?"));
+}
+
 TEST_CASE("the optimizer block sets the optimizer states (defect 1)", "[zero_config][inputs]") {
   struct Case {
     const char* type;
