@@ -163,13 +163,13 @@ void reject_unmodeled_zero_features(const ZeroConfig& z, const Locator& loc) {
                "name the blocks to gather whole in zero_optimization.leaf_module.classes");
     }
   }
-  // DeepSpeed reads this in stage 3 only (partition_parameters.py Init): with all parameters
-  // trainable (what zplan plans) it changes nothing, but it is meant for frozen weights stored
-  // quantized, which zplan does not model.
+  // DeepSpeed reads this in stage 3 only (partition_parameters.py Init): the frozen weights
+  // (LoRA's base model, --lora-rank or --trainable) are stored and gathered in int8, which zplan
+  // does not model; with every parameter trainable it changes nothing.
   if (z.stage == 3 && json_true(z.other, "zero_quantized_nontrainable_weights")) {
     loc.fail(kZ + "zero_quantized_nontrainable_weights",
-             "not modelled: frozen weights stored in int8 (LoRA-style training); remove it to "
-             "plan full training");
+             "not modelled: frozen weights stored and gathered in int8; remove it to plan them "
+             "in 16 bits (an upper bound on their memory and traffic)");
   }
 }
 
