@@ -196,6 +196,9 @@ void resolve_batch(BatchValue micro, BatchValue gas, BatchValue train, int64_t d
 inline const std::string kZ = "/zero_optimization/";
 // True iff `object` is an object whose `key` is the boolean true.
 bool json_true(const nlohmann::json& object, const char* key);
+// True iff `z` is stage 3 with stage3_allgather_sequential true and no MiCS shard: the engine
+// then gathers one parameter at a time (stage3_prefetch_bucket_size 1, engine.py).
+bool allgathers_sequentially(const ZeroConfig& z);
 // Reads what it can, recording each problem in `errors`.
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
                                   Locator& locator, Errors& errors);

@@ -404,7 +404,7 @@ void fill_trainer_autos(const ZeroReader& zr, const ParseContext& context, ZeroC
     return h2;
   };
   const ZeroConfig defaults;
-  std::vector<std::string> filled;  // "key h^2 = N (DeepSpeed's own default D)"
+  std::vector<std::string> filled;  // "key N (DeepSpeed's own D)", one per "auto" filled
   auto fill = [&](const char* key, int64_t value, int64_t deepspeed_default, int64_t& out) {
     out = value;
     filled.push_back(std::string(key) + " " + std::to_string(value) + " (DeepSpeed's own " +
@@ -535,13 +535,21 @@ void read_offload_blocks(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
 
 // Resolved the way the engine and the optimizers do: stage 1/2 turn contiguous gradients on
 // with optimizer offload (stage_1_and_2.py); stage 3 with allgather_sequential gathers one
-// parameter at a time, so the engine sets the prefetch bucket to 1 (engine.py; MiCS aside).
-void resolve_as_the_engine_does(ZeroConfig& z) {
+// parameter at a time, so the engine sets the prefetch bucket to 1 (engine.py; MiCS aside),
+// which a note says.
+void resolve_as_the_engine_does(const ZeroReader& zr, const ParseContext& context,
+                                ZeroConfig& z) {
   if ((z.stage == 1 || z.stage == 2) && z.offload_optimizer.device != OffloadDevice::kNone) {
     z.contiguous_gradients = true;
   }
-  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics()) {
+  if (allgathers_sequentially(z)) {
     z.prefetch_bucket_size = 1;
+    if (context.notes != nullptr) {
+      context.notes->push_back(
+          zr.r.location(zr.key("stage3_allgather_sequential")) +
+          " is true: planned as DeepSpeed's engine runs it, with stage3_prefetch_bucket_size 1 "
+          "(no parameter gathered ahead of its module)");
+    }
   }
 }
 
@@ -583,14 +591,7 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   errors.step([&] { read_deprecated_keys(zr, locator, z); });
   read_offload_blocks(zr, z, errors);
   read_leaf_module_block(zr, z, errors);
-  resolve_as_the_engine_does(z);
-  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics() &&
-      context.notes != nullptr) {
-    context.notes->push_back(
-        zr.r.location(zr.key("stage3_allgather_sequential")) +
-        " is true: planned as DeepSpeed's engine runs it, with stage3_prefetch_bucket_size 1 (no "
-        "parameter gathered ahead of its module)");
-  }
+  resolve_as_the_engine_does(zr, context, z);
   return z;
 }
 

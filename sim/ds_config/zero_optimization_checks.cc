@@ -30,6 +30,10 @@ bool json_true(const json& object, const char* key) {
   return it != object.end() && it->is_boolean() && it->get<bool>();
 }
 
+bool allgathers_sequentially(const ZeroConfig& z) {
+  return z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics();
+}
+
 void check_stage(int stage, const Locator& loc) {
   if (std::optional<std::string> problem = stage_range_problem(stage)) {
     loc.fail(kZ + "stage", *problem);
@@ -115,8 +119,7 @@ void check_zero_optimization(const ZeroConfig& z, const Locator& loc) {
              "stage 1/2 with optimizer offload always uses contiguous gradients (DeepSpeed turns "
              "it on), so it cannot be false here");
   }
-  if (z.stage == 3 && json_true(z.other, "stage3_allgather_sequential") && !z.mics() &&
-      z.prefetch_bucket_size != 1) {
+  if (allgathers_sequentially(z) && z.prefetch_bucket_size != 1) {
     loc.fail(kZ + "stage3_prefetch_bucket_size",
              "must be 1 with stage3_allgather_sequential (DeepSpeed's engine sets it so), got " +
                  std::to_string(z.prefetch_bucket_size));

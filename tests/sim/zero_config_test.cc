@@ -476,6 +476,14 @@ TEST_CASE("values DeepSpeed resolves itself", "[zero_config]") {
       {"stage", 3}, {"stage3_allgather_sequential", true}, {"stage3_prefetch_bucket_size", 5e7}};
   CHECK(parse(with_zero(seq)).zero.prefetch_bucket_size == 1);
   check_round_trip(parse(with_zero(seq)));
+  std::vector<std::string> notes;
+  ParseContext noted = context8();
+  noted.notes = &notes;
+  parse(with_zero(seq), noted);
+  REQUIRE(notes.size() == 2);
+  CHECK_THAT(notes[0], Contains("t.json: /zero_optimization/stage3_allgather_sequential is true: "
+                                "planned as DeepSpeed's engine runs it, with "
+                                "stage3_prefetch_bucket_size 1"));
   seq["stage"] = 2;
   CHECK(parse(with_zero(seq)).zero.prefetch_bucket_size == 50'000'000);
   // An offload block with device "none" is as if absent.

@@ -32,6 +32,19 @@ TEST_CASE("zero_optimization's \"auto\" values are filled as the Hugging Face Tr
   CHECK(c3.zero.reduce_bucket_size == 37'748'736);
   CHECK(c3.zero.prefetch_bucket_size == 33'973'862);
   CHECK(c3.zero.param_persistence_threshold == 61'440);
+  // One note says how they were filled, and what a plain DeepSpeed script gets instead.
+  std::vector<std::string> notes;
+  ParseContext noted = context8();
+  noted.notes = &notes;
+  parse(with_zero(z3), noted);
+  // (The second note is the precision's: the test config has no bf16 or fp16 block.)
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0] ==
+        "t.json: /zero_optimization: \"auto\" filled as the Hugging Face Trainer and Accelerate "
+        "fill it from hidden size 6144: reduce_bucket_size 37748736 (DeepSpeed's own 500000000), "
+        "stage3_prefetch_bucket_size 33973862 (DeepSpeed's own 50000000), "
+        "stage3_param_persistence_threshold 61440 (DeepSpeed's own 100000); a script that calls "
+        "deepspeed.initialize itself runs DeepSpeed's own values");
 
   SECTION("the stage-3 keys keep DeepSpeed's defaults in other stages") {
     json z2 = z3;
