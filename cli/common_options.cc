@@ -265,6 +265,24 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
                                       "flash-attn 2 path for them");
     }
   }
+  if (model.shape().qwen_names) {
+    // Qwen v1's modeling_qwen.py reads no attn_implementation: it runs flash-attn 2's varlen
+    // kernel when use_flash_attn allows and the package imports, else QWenAttention._attn. The
+    // default (flash-attn when the model is 16-bit, as use_flash_attn "auto" does) is settled in
+    // resolve_setup once the precision and GPU are known (qwen_attention_note).
+    const std::string& name = model.shape().name;
+    if (o.attention.empty() && !o.no_flash_attention) {
+      w.attention = model.shape().flash_attn_off ? sim::Attention::kEager : sim::Attention::kFlash2;
+    } else if (w.attention == sim::Attention::kSdpa || w.attention == sim::Attention::kFlash3) {
+      throw InputError("--attention", name + " is Qwen v1's remote code (modeling_qwen.py), "
+                                      "which runs flash-attn 2 or its own eager attention only: "
+                                      "give flash_attention_2 or eager");
+    } else if (w.attention == sim::Attention::kFlash2 && model.shape().flash_attn_off) {
+      throw InputError("--attention", name + "'s config sets use_flash_attn false, so its "
+                                      "remote code runs eager attention; set it to \"auto\" "
+                                      "or true to plan flash_attention_2");
+    }
+  }
   const std::string loss = ascii_lower(o.loss);
   if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
@@ -279,6 +297,29 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
   return w;
 }
 
+namespace {
+
+// Qwen v1 without --attention: use_flash_attn "auto" (or true) turns flash-attn on for a 16-bit
+// model, and it runs from Ampere on; else eager. Sets the workload's attention and says which.
+std::string qwen_attention_note(const models::Model& model, sim::Workload& w, sim::Precision p,
+                                const hardware::GpuSpec& gpu) {
+  const bool flash_runs = p != sim::Precision::kFp32 && hardware::runs_flash_attn_2(gpu.arch);
+  if (w.attention == sim::Attention::kFlash2 && !flash_runs) w.attention = sim::Attention::kEager;
+  const std::string head = model.name() + " is Qwen v1's remote code, which runs flash-attn 2 "
+                           "when the flash_attn package imports (use_flash_attn \"auto\" on a "
+                           "16-bit model) and its own eager attention otherwise, never sdpa: ";
+  if (w.attention == sim::Attention::kFlash2) {
+    return head + "planned with flash-attn 2 installed; --attention eager if it is not";
+  }
+  return head + "planned with eager attention (" +
+         (model.shape().flash_attn_off ? std::string("its config sets use_flash_attn false")
+          : p == sim::Precision::kFp32 ? std::string("flash-attn does not run in fp32")
+                                       : "flash-attn 2 does not run on " + gpu.name) +
+         ")";
+}
+
+}  // namespace
+
 void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu) {
   if (a != sim::Attention::kFlash2 && a != sim::Attention::kFlash3) return;
   const std::string name = sim::attention_name(a);
@@ -292,7 +333,7 @@ void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::Gp
     throw InputError("--attention", name + " (FlashAttention-3) runs on Hopper GPUs (H100, H200) "
                                            "only, not on " + gpu.name);
   }
-  if (gpu.arch == hardware::Arch::kVolta || gpu.arch == hardware::Arch::kCpu) {
+  if (!hardware::runs_flash_attn_2(gpu.arch)) {
     throw InputError("--attention", name + " needs an Ampere or newer GPU, not " + gpu.name);
   }
 }
@@ -495,6 +536,9 @@ Setup resolve_setup(const SetupOptions& o) {
                     " experts (one bmm, the unpicked copies scaled by 0), so its experts' "
                     "activations and FLOPs are " + std::to_string(model.shape().experts) +
                     " times a token's, not num_experts_per_tok times");
+  }
+  if (model.shape().qwen_names && o.attention.empty() && !o.no_flash_attention) {
+    notes.push_back(qwen_attention_note(model, workload, config.precision, cluster.profile.gpu));
   }
   check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);

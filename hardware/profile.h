@@ -27,6 +27,9 @@ inline constexpr double kMinBandwidthBytesPerS = 1e6;
 // host-only "device": CPU ranks talking over MPI, as on the machines without GPUs.
 enum class Arch { kVolta, kAmpere, kHopper, kBlackwell, kCpu };
 
+// flash-attn 2 runs on Ampere and newer GPUs only (its README: "Ampere, Ada, or Hopper GPUs").
+inline bool runs_flash_attn_2(Arch arch) { return arch != Arch::kVolta && arch != Arch::kCpu; }
+
 // How the devices of one node talk to each other.
 enum class IntraLink { kNvlink, kPcie, kSharedMemory };
 

@@ -55,8 +55,11 @@ Role role_of(const std::string& op_name) {
   if (last == "kv_b_proj") return Role::kKvLatent;
   if (last == "o_proj" || last == "out_proj" || last == "dense") return Role::kOut;
   if (last == "c_proj") return parent == "attn" ? Role::kOut : Role::kDown;
-  // Mixtral's experts (MixtralBlockSparseTop2MLP): w1 the gate, w3 the up, w2 the down
-  // projection.
+  // Qwen v1's QWenMLP (mlp.w1, mlp.w2): c_proj(w1(x) * silu(w2(x))), so w2 is the gate and w1
+  // the up projection. Mixtral's experts (MixtralBlockSparseTop2MLP, experts.<e>.w1): w1 the
+  // gate, w3 the up, w2 the down projection.
+  if (parent == "mlp" && last == "w1") return Role::kUp;
+  if (parent == "mlp" && last == "w2") return Role::kGate;
   if (last == "gate_proj" || last == "w1") return Role::kGate;
   if (last == "up_proj" || last == "w3" || last == "c_fc" || last == "fc1" || last == "fc_in" ||
       last == "dense_h_to_4h") {

@@ -1,7 +1,8 @@
 // Hugging Face config.json -> ModelShape, for model_type llama, mistral, qwen2, gpt_neox, gpt2,
 // opt, and the general decoder's types (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite,
 // smollm3, ernie4_5, seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe,
-// llama4_text, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon.
+// llama4_text, deepseek_v2, deepseek_v3, gpt_oss), gptj and falcon; and qwen (Qwen v1's remote
+// code, hf_remote_code.cc).
 //
 // The keys that size the network (layers, hidden, heads, vocabulary, MLP width) are required:
 // every config.json on the Hub has them, and falling back to the config class's default (a 7B
@@ -66,11 +67,27 @@ void require_empty_list(const JsonReader& r, const char* key, const std::string&
   if (!v.empty()) r.fail(key, why);
 }
 
+constexpr int64_t kMaxDefaultSeqLen = 8192;
+
+bool dropout_on(const JsonReader& r, const char* key, double fallback) {
+  std::optional<double> p = r.optional_number(key);
+  if (p && (*p < 0 || *p >= 1)) {
+    r.fail(key, "must be a probability in [0, 1), got " + describe_json_value(r.json().at(key)));
+  }
+  return p.value_or(fallback) > 0;
+}
+
+void set_seq_len(ModelShape& s, int64_t context) {
+  s.default_seq_len = std::min(context, kMaxDefaultSeqLen);
+  if (s.max_positions == 0) s.context_length = context;
+}
+
 }  // namespace internal
 
 namespace {
 
 using internal::dim;
+using internal::dropout_on;
 using internal::family_defaults;
 using internal::flag;
 using internal::optional_dim;
@@ -79,6 +96,7 @@ using internal::read_latent_attention;
 using internal::refuse_if;
 using internal::refuse_null;
 using internal::require_empty_list;
+using internal::set_seq_len;
 using internal::sized_dim;
 using internal::kMaxLayers;
 using internal::kMaxVocab;
@@ -87,20 +105,7 @@ using internal::kMaxWidth;
 constexpr const char* kSupported =
     "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite, "
     "smollm3, ernie4_5, seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, "
-    "llama4_text, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt";
-
-// Planning default for the sequence length: the model's context, capped where long-context
-// models would otherwise plan for 32K-128K tokens per sequence by default.
-constexpr int64_t kMaxDefaultSeqLen = 8192;
-
-// A dropout probability; true when it is > 0.
-bool dropout_on(const JsonReader& r, const char* key, double fallback) {
-  std::optional<double> p = r.optional_number(key);
-  if (p && (*p < 0 || *p >= 1)) {
-    r.fail(key, "must be a probability in [0, 1), got " + describe_json_value(r.json().at(key)));
-  }
-  return p.value_or(fallback) > 0;
-}
+    "llama4_text, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt, qwen";
 
 // GeLU-like activations keep their input for backward, ReLU keeps its output (activations.cc).
 Activation activation_from(const JsonReader& r, const char* key, const char* fallback) {
@@ -135,11 +140,6 @@ void read_sizes(const JsonReader& r, ModelShape& s, const char* layers_key,
   s.heads = dim(r, heads_key, kMaxWidth);
   if (ffn_key != nullptr) s.ffn = dim(r, ffn_key, kMaxWidth);
   s.vocab = dim(r, "vocab_size", kMaxVocab);
-}
-
-void set_seq_len(ModelShape& s, int64_t context) {
-  s.default_seq_len = std::min(context, kMaxDefaultSeqLen);
-  if (s.max_positions == 0) s.context_length = context;
 }
 
 // LlamaConfig, MistralConfig, Qwen2Config. num_key_value_heads: absent -> the class default
@@ -638,6 +638,8 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
     shape = decoder(r, *t, transformers_major);
   } else if (type == "gptj") {
     shape = gptj(r);
+  } else if (type == "qwen") {
+    shape = internal::qwen_v1(r);
   } else if (type == "falcon" || type == "RefinedWebModel" || type == "RefinedWeb") {
     shape = falcon(r);
   } else if (type == "gemma3") {

@@ -1,6 +1,6 @@
-// What the config.json readers share (hf_config.cc, hf_experts.cc): typed reads of the keys
-// that size a network, and the mixture-of-experts and latent-attention readers. Not for use
-// outside models/.
+// What the config.json readers share (hf_config.cc, hf_experts.cc, hf_remote_code.cc): typed
+// reads of the keys that size a network, and the mixture-of-experts, latent-attention and
+// remote-code readers. Not for use outside models/.
 #ifndef ZPLAN_MODELS_HF_READER_H_
 #define ZPLAN_MODELS_HF_READER_H_
 
@@ -28,10 +28,21 @@ int64_t sized_count(const JsonReader& r, const char* key, int64_t fallback);
 
 bool flag(const JsonReader& r, const char* key, bool fallback);
 
+// A dropout probability (absent or null: `fallback`); true when it is > 0.
+bool dropout_on(const JsonReader& r, const char* key, double fallback);
+
+// The planning default for the sequence length: the model's context, capped at 8192 where
+// long-context models would otherwise plan for 32K-128K tokens per sequence by default; a rotary
+// model also keeps the context as ModelShape::context_length.
+void set_seq_len(ModelShape& s, int64_t context);
+
 // A key zplan does not model must not be silently ignored when it changes the network.
 void refuse_if(const JsonReader& r, const char* key, bool unsupported, const std::string& why);
 // A list-valued key that must be empty (or absent, or null).
 void require_empty_list(const JsonReader& r, const char* key, const std::string& why);
+
+// Qwen v1 (model_type qwen, remote code QWenLMHeadModel): hf_remote_code.cc.
+ModelShape qwen_v1(const JsonReader& r);
 
 // The experts of a mixture-of-experts model_type (hf_experts.cc has the classes and defaults).
 // `transformers_major` picks the experts' layout (ModelShape::fused_experts).

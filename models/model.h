@@ -89,6 +89,13 @@ struct ModelShape {
                                     // post_self_attn_layernorm, post_attention_layernorm before
                                     // the MLP, post_mlp_layernorm; else Gemma-2's
                                     // post_attention_layernorm, pre_/post_feedforward_layernorm
+  bool qwen_names = false;          // Qwen v1's remote-code modules (QWenBlock): h, ln_1,
+                                    // attn.c_attn, attn.c_proj, ln_2, mlp.w1 (up), mlp.w2 (gate),
+                                    // mlp.c_proj, wte, ln_f; its attention is flash-attn 2
+                                    // or its own eager code (no sdpa), eager softmaxing in the
+                                    // compute dtype
+  bool flash_attn_off = false;      // the config turns flash-attn off (Qwen v1 use_flash_attn
+                                    // false)
   int64_t parallel_norms = 2;       // with parallel_residual: 1 = one norm feeds attention and
                                     // MLP (GPT-J, Falcon-7B), 2 = one each (NeoX, Falcon-40B)
   bool lm_head_bias = false;        // GPT-J's lm_head
@@ -175,8 +182,9 @@ struct ModelShape {
   bool mla() const { return kv_lora_rank > 0; }
   // Eager (non-fused) attention softmaxes in fp32 and casts back: Hugging Face's
   // eager_attention_forward of the Llama family (softmax(..., dtype=torch.float32).to(dtype)).
-  // GPT-2, OPT and GPT-NeoX's _attn softmax in the compute dtype.
-  bool eager_softmax_upcast() const { return family == Family::kLlama; }
+  // GPT-2, OPT and GPT-NeoX's _attn softmax in the compute dtype, as does Qwen v1's
+  // QWenAttention._attn.
+  bool eager_softmax_upcast() const { return family == Family::kLlama && !qwen_names; }
   // The attention probabilities are dropped out (a 1-byte mask and a dropped copy per score).
   bool attention_probs_dropout() const { return dropout && attention_dropout; }
 };

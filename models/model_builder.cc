@@ -18,6 +18,7 @@
 #include "base/text.h"
 #include "models/model.h"
 #include "models/model_internal.h"
+#include "models/module_names.h"
 
 namespace zplan::models {
 
@@ -27,117 +28,8 @@ using internal::kMaxLayers;
 using internal::kMaxSeqLen;
 using internal::kMaxVocab;
 using internal::kMaxWidth;
-
-// The names the Hugging Face implementation gives a family's modules (GPT-3 shapes use GPT-2's).
-struct Names {
-  std::string block;  // block prefix: "h" or "layers"
-  std::string norm1, norm2;
-  std::string qkv;              // fused q/k/v projection; empty when q, k, v are separate
-  std::string q, k, v, out;
-  std::string fc1, fc2;         // two-matrix MLP
-  std::string gate, up, down;   // gated MLP
-  std::string gate_up;          // fused gate and up (Phi-3)
-  std::string tokens, positions, final_norm, head;
-};
-
-Names names_for(const ModelShape& s) {
-  Names n;
-  switch (s.family) {
-    case Family::kGpt:
-      n.block = "h";
-      n.norm1 = "ln_1";
-      n.norm2 = "ln_2";
-      n.qkv = "attn.c_attn";
-      n.out = "attn.c_proj";
-      n.fc1 = "mlp.c_fc";
-      n.fc2 = "mlp.c_proj";
-      n.tokens = "wte";
-      n.positions = "wpe";
-      n.final_norm = "ln_f";
-      n.head = "lm_head";
-      break;
-    case Family::kOpt:
-      n.block = "layers";
-      n.norm1 = "self_attn_layer_norm";
-      n.norm2 = "final_layer_norm";
-      n.q = "self_attn.q_proj";
-      n.k = "self_attn.k_proj";
-      n.v = "self_attn.v_proj";
-      n.out = "self_attn.out_proj";
-      n.fc1 = "fc1";
-      n.fc2 = "fc2";
-      n.tokens = "embed_tokens";
-      n.positions = "embed_positions";
-      n.final_norm = "final_layer_norm";
-      n.head = "lm_head";
-      break;
-    case Family::kNeox:
-      n.block = "layers";
-      n.norm1 = "input_layernorm";
-      n.norm2 = "post_attention_layernorm";
-      n.qkv = "attention.query_key_value";
-      n.out = "attention.dense";
-      n.fc1 = "mlp.dense_h_to_4h";
-      n.fc2 = "mlp.dense_4h_to_h";
-      n.tokens = "embed_in";
-      n.positions = "embed_positions";
-      n.final_norm = "final_layer_norm";
-      n.head = "embed_out";
-      break;
-    case Family::kGptj:
-      // GPTJBlock: ln_1 feeds attn and mlp (parallel), attn.{q,k,v,out}_proj, mlp.fc_in/fc_out.
-      n.block = "h";
-      n.norm1 = "ln_1";
-      n.q = "attn.q_proj";
-      n.k = "attn.k_proj";
-      n.v = "attn.v_proj";
-      n.out = "attn.out_proj";
-      n.fc1 = "mlp.fc_in";
-      n.fc2 = "mlp.fc_out";
-      n.tokens = "wte";
-      n.final_norm = "ln_f";
-      n.head = "lm_head";
-      break;
-    case Family::kFalcon:
-      // FalconDecoderLayer: input_layernorm (one norm), or ln_attn and ln_mlp (two, the new
-      // decoder architecture), or input_layernorm + post_attention_layernorm (sequential).
-      n.block = "h";
-      n.norm1 = s.parallel_residual && s.parallel_norms == 2 ? "ln_attn" : "input_layernorm";
-      n.norm2 = s.parallel_residual ? "ln_mlp" : "post_attention_layernorm";
-      n.qkv = "self_attention.query_key_value";
-      n.out = "self_attention.dense";
-      n.fc1 = "mlp.dense_h_to_4h";
-      n.fc2 = "mlp.dense_4h_to_h";
-      n.tokens = "word_embeddings";
-      n.final_norm = "ln_f";
-      n.head = "lm_head";
-      break;
-    case Family::kLlama:
-    case Family::kMlp:
-      n.block = "layers";
-      n.norm1 = "input_layernorm";
-      n.norm2 = "post_attention_layernorm";
-      n.q = "self_attn.q_proj";
-      n.k = "self_attn.k_proj";
-      n.v = "self_attn.v_proj";
-      n.out = "self_attn.o_proj";
-      {
-        // Llama 4's decoder layer names its MLP, dense or sparse, feed_forward.
-        const std::string mlp = s.moe_block_name == "feed_forward" ? "feed_forward." : "mlp.";
-        n.gate = mlp + "gate_proj";
-        n.up = mlp + "up_proj";
-        n.down = mlp + "down_proj";
-        if (s.fused_gate_up) n.gate_up = mlp + "gate_up_proj";
-      }
-      if (s.fused_qkv) n.qkv = "self_attn.qkv_proj";
-      n.tokens = "embed_tokens";
-      n.positions = "embed_positions";
-      n.final_norm = "norm";
-      n.head = "lm_head";
-      break;
-  }
-  return n;
-}
+using internal::ModuleNames;
+using internal::module_names;
 
 // Appends modules and ops to one layer.
 class LayerBuilder {
@@ -296,11 +188,15 @@ ModelShape normalized(ModelShape s, const std::string& where) {
   if (s.post_sublayer_norm && s.parallel_residual) {
     fail(where, "post_sublayer_norm", "is not built for parallel-residual blocks");
   }
-  if ((s.fused_qkv || s.fused_gate_up || s.qk_norm != QkNorm::kNone || s.moe() || s.mla()) &&
+  if ((s.fused_qkv || s.fused_gate_up || s.qk_norm != QkNorm::kNone || s.moe() || s.mla() ||
+       s.qwen_names) &&
       s.family != Family::kLlama) {
     fail(where, "family",
-         "fused projections, q/k norms, experts and latent attention are built for the llama "
-         "family (gated-MLP decoders) only");
+         "fused projections, q/k norms, experts, latent attention and Qwen v1's modules are "
+         "built for the llama family (gated-MLP decoders) only");
+  }
+  if (s.qwen_names && (s.moe() || s.mla() || s.fused_gate_up || s.qk_norm != QkNorm::kNone)) {
+    fail(where, "qwen_names", "Qwen v1's block has a dense MLP and plain attention");
   }
   check_range(where, "experts", s.experts, 0, kMaxWidth);
   if (s.moe()) {
@@ -374,7 +270,7 @@ Layer mlp_layer(const ModelShape& s, int64_t i) {
 
 class TransformerBuilder {
  public:
-  explicit TransformerBuilder(const ModelShape& s) : s_(s), n_(names_for(s)) {
+  explicit TransformerBuilder(const ModelShape& s) : s_(s), n_(module_names(s)) {
     q_dim_ = s.heads * s.head_dim;
     kv_dim_ = s.kv_heads * s.head_dim;
     embed_dim_ = s.embed_proj_dim > 0 ? s.embed_proj_dim : s.hidden;
@@ -529,8 +425,10 @@ class TransformerBuilder {
       if (!n_.gate_up.empty()) {
         b.linear(p + n_.gate_up, s_.hidden, 2 * s_.ffn, mlp_bias_, TpSplit::kColumn);
       } else {
+        // In forward order (ZeRO-3 fetches in it): QWenMLP runs w1 (up) before w2 (gate).
+        if (s_.qwen_names) b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
         b.linear(p + n_.gate, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
-        b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
+        if (!s_.qwen_names) b.linear(p + n_.up, s_.hidden, s_.ffn, mlp_bias_, TpSplit::kColumn);
       }
       b.memory_op("silu", 4.0 * f);
       b.split_last_op();
@@ -784,7 +682,7 @@ class TransformerBuilder {
   }
 
   const ModelShape& s_;
-  Names n_;
+  ModuleNames n_;
   int64_t q_dim_ = 0, kv_dim_ = 0, embed_dim_ = 0;
   bool qkv_bias_ = false, out_bias_ = false, mlp_bias_ = false, hidden_dropout_ = false;
 };

@@ -210,6 +210,20 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
                           "sinks), which keeps [b, heads, s, s] tensors per layer; on Hopper "
                           "attn_implementation=\"kernels-community/vllm-flash-attn3\" would "
                           "not (re-plan with --attention flash_attention_3)"));
+  } else if (problem.model.shape().qwen_names) {
+    // Qwen v1's modeling_qwen.py reads no attn_implementation (cli/common_options.cc
+    // resolve_workload, docs/models.md "Qwen v1").
+    out.push_back(
+        problem.workload.fused_attention()
+            ? std::string("attention: the prediction assumes the flash_attn package (flash-attn "
+                          "2) is installed: Qwen v1's remote code uses it when it imports "
+                          "(use_flash_attn \"auto\") and reads no attn_implementation; without "
+                          "it the model trains with its own eager attention: re-plan with "
+                          "--attention eager")
+            : std::string("attention: the prediction assumes Qwen v1's own eager attention "
+                          "(its remote code has no sdpa path), which keeps [b, heads, s, s] "
+                          "tensors per layer; flash-attn 2, which it uses when installed on a "
+                          "16-bit model, would not (--attention flash_attention_2)"));
   } else if (problem.workload.fused_attention()) {
     out.push_back(std::string("attention: the prediction assumes attn_implementation=\"") +
                   sim::attention_name(problem.workload.attention) +

@@ -361,6 +361,17 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
               "attn_implementation=\"kernels-community/vllm-flash-attn3\" (--attention "
               "flash_attention_3) instead of eager");
       }
+    } else if (!problem.workload.fused_attention() && problem.model.shape().qwen_names) {
+      // Qwen v1's remote code: flash-attn 2 when installed, never sdpa (where flash-attn runs:
+      // cli/common_options.cc check_attention_runs).
+      if (!problem.model.shape().flash_attn_off && problem.precision != sim::Precision::kFp32 &&
+          hardware::runs_flash_attn_2(problem.cluster.profile.gpu.arch)) {
+        Problem flash = problem;
+        flash.workload.attention = sim::Attention::kFlash2;
+        trick(flash, 1,
+              "flash-attn 2 installed (--attention flash_attention_2: Qwen v1's remote code uses "
+              "it when it imports) instead of eager");
+      }
     } else if (!problem.workload.fused_attention()) {
       Problem sdpa = problem;
       sdpa.workload.attention = sim::Attention::kSdpa;

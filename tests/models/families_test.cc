@@ -253,6 +253,31 @@ TEST_CASE("new families: parameter counts exactly as published", "[models]") {
     CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
     CHECK(find_module(m, "layers.63.post_feedforward_layernorm") != nullptr);
   }
+  SECTION("Qwen-7B (v1, remote code): QWenBlock's names, c_attn biased, w2 the gate") {
+    Model m = load_model(data_path("Qwen-7B.json"));
+    // The checkpoint index's total_size, 15,442,649,088 bf16 bytes.
+    CHECK(m.num_params() == 15'442'649'088 / 2);
+    const int64_t h = 4096, f = 11008;
+    CHECK(numel_of(m, "h.0.attn.c_attn") == h * 3 * h + 3 * h);
+    CHECK(numel_of(m, "h.0.attn.c_proj") == h * h);
+    CHECK(numel_of(m, "h.31.mlp.w2") == h * f);
+    CHECK(numel_of(m, "h.31.mlp.c_proj") == f * h);
+    CHECK(numel_of(m, "h.0.ln_2") == h);
+    CHECK(numel_of(m, "ln_f") == h);
+    CHECK(find_module(m, "layers.0.input_layernorm") == nullptr);
+    // ZeRO-3 fetches in forward order: QWenMLP runs w1 before w2.
+    const Layer& block = m.layers()[1];
+    auto index = [&](const std::string& name) {
+      for (size_t i = 0; i < block.modules.size(); ++i) {
+        if (block.modules[i].name == name) return static_cast<int>(i);
+      }
+      return -1;
+    };
+    CHECK(index("h.0.mlp.w1") >= 0);
+    CHECK(index("h.0.mlp.w1") < index("h.0.mlp.w2"));
+    CHECK(m.shape().default_seq_len == 8192);  // seq_length
+    CHECK_FALSE(m.shape().eager_softmax_upcast());
+  }
   SECTION("GPT-J-6B: parallel block from one ln_1, biased MLP and LM head") {
     Model m = load_model(data_path("gpt-j-6b.json"));
     // transformers' GPTJForCausalLM module count; the model card's 6,053,381,344 counts the
@@ -627,8 +652,8 @@ TEST_CASE("zplan model files take the general decoder's fields", "[models]") {
           model_from_zplan_json(parse_json_text(R"({"family": "gpt", "layers": 1, "hidden": 8,
             "heads": 2, "ffn": 8, "vocab": 10, "max_positions": 4, "experts": 2})", "m.json"),
                                 "m.json");
-        }) == "m.json: /family: fused projections, q/k norms, experts and latent attention are "
-              "built for the llama family (gated-MLP decoders) only");
+        }) == "m.json: /family: fused projections, q/k norms, experts, latent attention and "
+              "Qwen v1's modules are built for the llama family (gated-MLP decoders) only");
   CHECK(input_error_of([] {
           model_from_zplan_json(parse_json_text(R"({"family": "llama", "layers": 1, "hidden": 8,
             "heads": 2, "ffn": 8, "vocab": 10, "experts_per_token": 2})", "m.json"), "m.json");

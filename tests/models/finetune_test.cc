@@ -78,6 +78,16 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   // 16*(4544+4672) = 147456 per layer, x 32 = 4,718,592 (PEFT's figure for falcon-7b).
   CHECK(lora(example_path("falcon-7b.json"), 16, "query_key_value").trainable_params() ==
         4'718'592);
+  // Qwen-7B-Chat with Qwen's finetune.py defaults (r 64 on c_attn, c_proj, w1, w2; c_proj is
+  // both attn.c_proj and mlp.c_proj): 64 * ((4096 + 12288) + (4096 + 4096) + 3 * (4096 +
+  // 11008)) = 4,472,832 per block, x 32: PEFT's "trainable params: 143,130,624".
+  const std::string qwen = data_path("Qwen-7B.json");
+  CHECK(lora(qwen, 64, "c_attn,c_proj,w1,w2").trainable_params() == 143'130'624);
+  // The generic names: w2 is QWenMLP's gate, w1 its up projection, mlp.c_proj the down.
+  CHECK(describe_finetune(lora(qwen, 8, "gate_proj").finetune()) ==
+        "LoRA rank 8 on gate_proj (the linears w2; base weights frozen)");
+  CHECK(describe_finetune(lora(qwen, 8, "up_proj,o_proj").finetune()) ==
+        "LoRA rank 8 on up_proj,o_proj (the linears c_proj,w1; base weights frozen)");
   // Mixtral-8x7B under transformers 4.x: down_proj of each of the 8 experts, 14336 -> 4096:
   // 8 experts * 8*(14336+4096) = 1,179,648 per layer, x 32 = 37,748,736.
   const std::string mixtral_file = example_path("Mixtral-8x7B-v0.1.json");

@@ -199,7 +199,7 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
         "config.json: /model_type: unsupported model_type \"bert\"; supported: llama, mistral, "
         "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, olmo3, granite, smollm3, ernie4_5, "
         "seed_oss, glm4, exaone4, mixtral, qwen2_moe, qwen3_moe, olmoe, glm4_moe, llama4_text, "
-        "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt");
+        "deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt, qwen");
   // A vision-language checkpoint: the tower is not modelled; the hint names the language
   // model's own type where text_config gives one zplan reads, or the text family a Qwen-VL
   // decoder is.
@@ -272,6 +272,43 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
   CHECK(from_text(gpt2 + "false}").num_params() == from_text(plain).num_params());
 }
 
+TEST_CASE("Qwen v1: both spellings of QWenConfig, its split, its biases and use_flash_attn",
+          "[models]") {
+  const std::string sized = R"("model_type": "qwen", "vocab_size": 1000, "kv_channels": 16)";
+  const Model now = from_text("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352})");
+  // The first release's names (attribute_map: n_embd, n_layer, n_head; ffn_hidden_size).
+  const Model first = from_text("{" + sized + R"(, "n_embd": 64, "n_layer": 2, "n_head": 4,
+    "ffn_hidden_size": 352})");
+  CHECK(first.num_params() == now.num_params());
+  // Per block: c_attn 64 x 192 + 192 (its bias is unconditional), c_proj 64 x 64, w1, w2 and
+  // c_proj of the 176-wide MLP (half of intermediate_size), two RMSNorms; untied.
+  const int64_t h = 64, f = 176, v = 1000;
+  const int64_t block = h * 3 * h + 3 * h + h * h + 3 * h * f + 2 * h;
+  CHECK(now.num_params() == 2 * block + 2 * v * h + h);
+  CHECK(now.shape().ffn == f);
+  // no_bias false: c_proj and the three MLP linears get biases too.
+  const Model biased = from_text("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352, "no_bias": false})");
+  CHECK(biased.num_params() == now.num_params() + 2 * (h + 2 * f + h));
+  CHECK_FALSE(now.shape().flash_attn_off);
+  CHECK(from_text("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352, "use_flash_attn": false})")
+            .shape()
+            .flash_attn_off);
+  CHECK(error_of("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352, "use_flash_attn": "yes"})") ==
+        "config.json: /use_flash_attn: must be true, false or \"auto\", got \"yes\"");
+  // kv_channels x heads must be the hidden size (QWenAttention splits c_attn at hidden_size).
+  CHECK(error_of(R"({"model_type": "qwen", "vocab_size": 1000, "hidden_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 352})") ==
+        "config.json: /kv_channels: kv_channels (128) x num_attention_heads (4) must equal "
+        "hidden_size (64): QWenAttention splits c_attn's output at hidden_size");
+  CHECK(error_of("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4})") ==
+        "config.json: /intermediate_size: missing (expected an integer)");
+}
+
 TEST_CASE("Gemma-2's soft-capping: Gemma2Config's defaults, null turns one off", "[models]") {
   // Gemma2Config: attn_logit_softcapping 50.0, final_logit_softcapping 30.0.
   const std::string base = R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2,
@@ -292,7 +329,7 @@ TEST_CASE("Gemma-2's soft-capping: Gemma2Config's defaults, null turns one off",
 TEST_CASE("any value in any key of a real config: a model or an InputError", "[models]") {
   const std::string files[] = {example_path("gpt2.json"), data_path("opt-350m.json"),
                                data_path("gpt-neox-20b.json"), data_path("Qwen2-0.5B.json"),
-                               data_path("Llama-3.2-1B.json")};
+                               data_path("Llama-3.2-1B.json"), data_path("Qwen-7B.json")};
   const nlohmann::json values[] = {nullptr, -1, 0, 3, 1e30, 0.5, "x", true,
                                    nlohmann::json::array(), nlohmann::json::object()};
   int built = 0, rejected = 0;
