@@ -248,7 +248,7 @@ void ExecutorRank::backward_generic(TaskId id, int piece) {
         break;
       }
       case models::OpKind::kMemoryBound:
-        dev_.memory_pass(scratch_b_.data(), 2 * op.bytes_per_token * static_cast<double>(T) * 2.0);
+        dev_.memory_pass(scratch_b_.data(), op.backward_bytes() * static_cast<double>(T) * 2.0);
         break;
     }
   }

@@ -168,12 +168,17 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
     // lora_dropout > 0 (peft/tuners/lora/layer.py update_layer: nn.Dropout, else nn.Identity):
     // dropout(x) reads x and writes the dropped copy and its boolean mask, 2D + 1 bytes per
     // element, 5 in 16 bits; lora_A saves the copy (D per element) and the mask stays for
-    // backward (1 byte), one pair per adapter even where adapters share an input.
+    // backward (1 byte), one pair per adapter even where adapters share an input. Backward:
+    // dropout's gradient is the incoming one times the mask, scaled (native_dropout_backward:
+    // read the gradient and the mask, write), the same 5 bytes an element; the add passes its
+    // gradient to both inputs without a kernel, and the scale's (MulBackward) reads and writes
+    // `out`: 4 * out bytes -- not twice the forward's, the default of a memory-bound op.
     if (dropout > 0) {
       ComputeOp drop;
       drop.name = base.name + ".lora_dropout";
       drop.kind = OpKind::kMemoryBound;
       drop.bytes_per_token = 5.0 * static_cast<double>(base.k) * base.token_factor;
+      drop.backward_bytes_per_token = drop.bytes_per_token;
       ops.push_back(drop);
       layer.adapter_elements += static_cast<double>(base.k) * base.token_factor;
       layer.adapter_mask_bytes += static_cast<double>(base.k) * base.token_factor;
@@ -194,6 +199,7 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
     add.name = base.name + ".lora_add";
     add.kind = OpKind::kMemoryBound;
     add.bytes_per_token = 10.0 * static_cast<double>(base.n) * base.token_factor;
+    add.backward_bytes_per_token = 4.0 * static_cast<double>(base.n) * base.token_factor;
     ops.push_back(ga);
     ops.push_back(gb);
     ops.push_back(add);

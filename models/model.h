@@ -251,6 +251,12 @@ struct ComputeOp {
   int64_t heads = 0, head_dim = 0;  // kAttention (head_dim: of queries and keys)
   int64_t value_dim = 0;            // kAttention: of values, 0 = head_dim (MLA: v_head_dim)
   double bytes_per_token = 0;       // kMemoryBound: bytes read + written per token
+  // kMemoryBound: bytes its backward reads and writes per token; < 0: twice the forward's (the
+  // saved activation and the incoming gradient read, the input gradient written).
+  double backward_bytes_per_token = -1;
+  double backward_bytes() const {
+    return backward_bytes_per_token < 0 ? 2 * bytes_per_token : backward_bytes_per_token;
+  }
   int module = -1;                  // index in Layer::modules of the parameters it reads
   // kGemm: rows per token. 1, or experts_per_token / experts for a routed expert of a mixture
   // of experts: each token passes through experts_per_token of them, and the experts are taken

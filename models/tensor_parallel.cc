@@ -61,6 +61,7 @@ Model tensor_parallel_shard(const Model& model, int tp) {
             op.heads /= tp;
           } else {
             op.bytes_per_token /= tp;
+            if (op.backward_bytes_per_token > 0) op.backward_bytes_per_token /= tp;
           }
           break;
       }

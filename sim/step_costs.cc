@@ -117,10 +117,10 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
     }
     case models::OpKind::kMemoryBound: {
       // bytes_per_token is counted for 16-bit activations; backward reads and writes about twice
-      // as much (the activation and its gradient).
-      double bytes = op.bytes_per_token * tokens * dtype_bytes / 2.0;
-      t.fwd_s = hardware::memory_bound_time_s(gpu, bytes);
-      t.bwd_s = hardware::memory_bound_time_s(gpu, 2 * bytes);
+      // as much (the activation and its gradient) unless the op says what its backward moves.
+      const double scale = tokens * dtype_bytes / 2.0;
+      t.fwd_s = hardware::memory_bound_time_s(gpu, op.bytes_per_token * scale);
+      t.bwd_s = hardware::memory_bound_time_s(gpu, op.backward_bytes() * scale);
       break;
     }
   }
@@ -139,7 +139,8 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
     const models::ComputeOp& y = b.ops[i];
     if (x.kind != y.kind || x.n != y.n || x.k != y.k || x.heads != y.heads ||
         x.head_dim != y.head_dim || x.value_dim != y.value_dim ||
-        x.bytes_per_token != y.bytes_per_token || x.module != y.module ||
+        x.bytes_per_token != y.bytes_per_token ||
+        x.backward_bytes_per_token != y.backward_bytes_per_token || x.module != y.module ||
         x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
         x.groups != y.groups || x.batched != y.batched ||
         x.model_flops_fraction != y.model_flops_fraction) {

@@ -202,6 +202,23 @@ TEST_CASE("a frozen linear's input is not saved unless an adapter or another rea
             qv.layer_activations(1, 2048, 1, o).stored_bytes ==
         2 * (2 + 1) * T * h - 2 * T * h);
   CHECK(qv_drop.trainable_params() == qv.trainable_params());
+  // Their backward: dropout's gradient is one masked pass like its forward (5 bytes an input
+  // element); the add passes its gradient through, and the scale's reads and writes out (4).
+  int checked = 0;
+  for (const ComputeOp& op : qv_drop.layers()[1].ops) {
+    if (op.name == "layers.0.self_attn.v_proj.lora_dropout") {
+      CHECK(op.backward_bytes() == 5 * h);
+      ++checked;
+    } else if (op.name == "layers.0.self_attn.v_proj.lora_add") {
+      CHECK(op.bytes_per_token == 10 * G);
+      CHECK(op.backward_bytes() == 4 * G);
+      ++checked;
+    } else if (op.name == "silu") {
+      CHECK(op.backward_bytes() == 2 * op.bytes_per_token);  // the default
+      ++checked;
+    }
+  }
+  CHECK(checked == 3);
   CHECK(describe_finetune(qv_drop.finetune()) ==
         "LoRA rank 16 on q_proj,v_proj, dropout 0.1 (base weights frozen)");
   // Eager attention: the output projection's input (A = h) is dropped too.
