@@ -36,6 +36,13 @@ const char* spelled(const JsonReader& r, const char* key, const char* old_key) {
 //  - bf16 / fp16 / fp32 pick the dtype the model loads in (all false: the GPU's best); the
 //    planned precision is the ds_config's or --precision, so they are not read.
 ModelShape qwen_v1(const JsonReader& r) {
+  // Qwen-VL and Qwen-VL-Chat: model_type qwen with `visual`, the ViT and its resampler that
+  // QWenModel builds as transformer.visual (~1.9 B parameters) in front of the same decoder.
+  if (r.has("visual")) {
+    r.fail("visual", "not modelled: the vision tower of a Qwen-VL checkpoint (QWenModel's "
+                     "transformer.visual; zplan plans language models); to plan its language "
+                     "model alone, save the config without the visual key");
+  }
   ModelShape s = family_defaults(Family::kLlama);
   s.qwen_names = true;
   s.layers = dim(r, spelled(r, "num_hidden_layers", "n_layer"), kMaxLayers);

@@ -299,6 +299,12 @@ TEST_CASE("Qwen v1: both spellings of QWenConfig, its split, its biases and use_
   CHECK(error_of("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 352, "use_flash_attn": "yes"})") ==
         "config.json: /use_flash_attn: must be true, false or \"auto\", got \"yes\"");
+  // Qwen-VL: the same decoder behind a ViT that the config's `visual` sizes.
+  CHECK(error_of("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352, "visual": {"layers": 48}})") ==
+        "config.json: /visual: not modelled: the vision tower of a Qwen-VL checkpoint "
+        "(QWenModel's transformer.visual; zplan plans language models); to plan its language "
+        "model alone, save the config without the visual key");
   // kv_channels x heads must be the hidden size (QWenAttention splits c_attn at hidden_size).
   CHECK(error_of(R"({"model_type": "qwen", "vocab_size": 1000, "hidden_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 352})") ==
