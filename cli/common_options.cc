@@ -65,6 +65,9 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--lora-dropout", o.lora_dropout,
                  "with --lora-rank: PEFT's lora_dropout p (default 0, PEFT's default: no copy); "
                  "p > 0 keeps each adapter's dropped input and its mask for backward");
+  app.add_option("--lora-modules-to-save", o.lora_modules_to_save,
+                 "with --lora-rank: PEFT's modules_to_save, the embedding or LM head modules "
+                 "trained in full (e.g. embed_tokens,lm_head; a trainable copy of each)");
   app.add_option("--lora-targets", o.lora_targets,
                  std::string("with --lora-rank: comma list of the linears that get adapters, as "
                              "PEFT names them: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
@@ -182,6 +185,12 @@ models::FineTune resolve_finetune(const SetupOptions& o) {
     }
     ft.lora_dropout = *o.lora_dropout;
   }
+  if (o.lora_modules_to_save) {
+    if (!o.lora_rank) {
+      throw InputError("--lora-modules-to-save", "needs --lora-rank (the adapters' rank)");
+    }
+    ft.modules_to_save = models::parse_modules_to_save(*o.lora_modules_to_save);
+  }
   if (o.trainable) {
     if (!(*o.trainable > 0 && *o.trainable <= 1)) {
       throw InputError("--trainable", strformat("must be a fraction in (0, 1], got %g",
@@ -269,7 +278,7 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
     // Qwen v1's modeling_qwen.py reads no attn_implementation: it runs flash-attn 2's varlen
     // kernel when use_flash_attn allows and the package imports, else QWenAttention._attn. The
     // default (flash-attn when the model is 16-bit, as use_flash_attn "auto" does) is settled in
-    // resolve_setup once the precision and GPU are known (qwen_attention_note).
+    // resolve_setup once the precision and GPU are known (settle_remote_attention).
     const std::string& name = model.shape().name;
     if (o.attention.empty() && !o.no_flash_attention) {
       w.attention = model.shape().flash_attn_off ? sim::Attention::kEager : sim::Attention::kFlash2;
@@ -297,12 +306,10 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
   return w;
 }
 
-namespace {
-
-// Qwen v1 without --attention: use_flash_attn "auto" (or true) turns flash-attn on for a 16-bit
-// model, and it runs from Ampere on; else eager. Sets the workload's attention and says which.
-std::string qwen_attention_note(const models::Model& model, sim::Workload& w, sim::Precision p,
-                                const hardware::GpuSpec& gpu) {
+std::string settle_remote_attention(const SetupOptions& o, const models::Model& model,
+                                    sim::Workload& w, sim::Precision p,
+                                    const hardware::GpuSpec& gpu) {
+  if (!model.shape().qwen_names || !o.attention.empty() || o.no_flash_attention) return "";
   const bool flash_runs = p != sim::Precision::kFp32 && hardware::runs_flash_attn_2(gpu.arch);
   if (w.attention == sim::Attention::kFlash2 && !flash_runs) w.attention = sim::Attention::kEager;
   const std::string head = model.name() + " is Qwen v1's remote code, which runs flash-attn 2 "
@@ -318,15 +325,14 @@ std::string qwen_attention_note(const models::Model& model, sim::Workload& w, si
          ")";
 }
 
-}  // namespace
-
-void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu) {
+void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu,
+                          bool has_sdpa) {
   if (a != sim::Attention::kFlash2 && a != sim::Attention::kFlash3) return;
   const std::string name = sim::attention_name(a);
   if (p == sim::Precision::kFp32) {
     throw InputError("--attention", name + " runs in fp16 or bf16 only (flash-attn: \"only "
                                            "support fp16 and bf16 data type\"); fp32 training "
-                                           "uses sdpa or eager");
+                                           "uses " + (has_sdpa ? "sdpa or eager" : "eager"));
   }
   const bool hopper = gpu.arch == hardware::Arch::kHopper;
   if (a == sim::Attention::kFlash3 && !hopper) {
@@ -537,10 +543,13 @@ Setup resolve_setup(const SetupOptions& o) {
                     "activations and FLOPs are " + std::to_string(model.shape().experts) +
                     " times a token's, not num_experts_per_tok times");
   }
-  if (model.shape().qwen_names && o.attention.empty() && !o.no_flash_attention) {
-    notes.push_back(qwen_attention_note(model, workload, config.precision, cluster.profile.gpu));
+  if (std::string note = settle_remote_attention(o, model, workload, config.precision,
+                                                 cluster.profile.gpu);
+      !note.empty()) {
+    notes.push_back(note);
   }
-  check_attention_runs(workload.attention, config.precision, cluster.profile.gpu);
+  check_attention_runs(workload.attention, config.precision, cluster.profile.gpu,
+                       !model.shape().qwen_names);
   sim::check_zeropp_mics_cluster(config.zero, cluster, o.ds_config.empty() ? "" : o.ds_config);
   workload.sequence_parallel = sim::sequence_parallel_size(config);
   sim::check_sequence_parallel(model, workload, cluster, o.ds_config);

@@ -51,6 +51,7 @@ struct SetupOptions {
   std::optional<int64_t> lora_rank;
   std::optional<std::string> lora_targets;
   std::optional<double> lora_dropout;
+  std::optional<std::string> lora_modules_to_save;
   std::optional<double> trainable;
   std::string ds_config;
   // ZeRO flags, an alternative to --ds-config.
@@ -130,7 +131,16 @@ sim::OffloadDevice parse_offload(const std::string& text, const std::string& fla
 // Throws InputError naming --attention for an implementation the GPU or precision cannot run:
 // FlashAttention-2 needs an Ampere or newer GPU and fp16/bf16, FlashAttention-3 a Hopper GPU and
 // fp16/bf16 (the flash-attn packages' own checks).
-void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu);
+// `has_sdpa`: the model's code has an sdpa path (Qwen v1's remote code has none).
+void check_attention_runs(sim::Attention a, sim::Precision p, const hardware::GpuSpec& gpu,
+                          bool has_sdpa = true);
+// Qwen v1 without --attention (resolve_workload leaves flash-attn 2): use_flash_attn "auto"
+// turns flash-attn on for a 16-bit model, and it runs from Ampere on; else eager. Sets the
+// workload's attention and returns the note that says which; "" for any other model or an
+// explicit --attention.
+std::string settle_remote_attention(const SetupOptions& o, const models::Model& model,
+                                    sim::Workload& w, sim::Precision p,
+                                    const hardware::GpuSpec& gpu);
 // --checkpointing: nullopt when not given (the ds_config decides), else 0 none, 1 full, 2 cpu
 // (the checkpointing knob's values, sim/knobs.h).
 std::optional<int64_t> parse_checkpointing(const std::string& text);

@@ -99,8 +99,11 @@ ResolvedSearch resolve_search(const SearchCliOptions& o) {
       planner::CommSearch::kAll};
   r.problem.workload = resolve_workload(o.setup, r.problem.model);
   r.problem.precision = resolve_precision(o.setup, r.problem.cluster.profile.gpu);
+  // plan names the attention it assumed among "before you run it" (planner/plan.cc).
+  settle_remote_attention(o.setup, r.problem.model, r.problem.workload, r.problem.precision,
+                          r.problem.cluster.profile.gpu);
   check_attention_runs(r.problem.workload.attention, r.problem.precision,
-                       r.problem.cluster.profile.gpu);
+                       r.problem.cluster.profile.gpu, !r.problem.model.shape().qwen_names);
   if (o.setup.nvme_path.empty()) throw InputError("--nvme-path", "must not be empty");
   r.problem.nvme_path = o.setup.nvme_path;
   for (int i = 0; i < sim::kNumKnobs; ++i) {

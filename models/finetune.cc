@@ -146,7 +146,14 @@ std::set<std::string> add_adapters(Layer& layer, const std::vector<std::string>&
       }
     }
     if (!hit) continue;
-    const std::string linear = last_component(base.name);
+    // Named by its last component, or with its parent's where another linear of the block shares
+    // that name in another role (GPT-2's and Qwen v1's attn.c_proj and mlp.c_proj).
+    std::string linear = last_component(base.name);
+    const bool shared = std::any_of(layer.ops.begin(), layer.ops.end(), [&](const ComputeOp& o) {
+      return o.kind == OpKind::kGemm && last_component(o.name) == linear &&
+             role_of(o.name) != role_of(base.name);
+    });
+    if (shared) linear = last_component(base.name, 1) + "." + linear;
     if (std::find(linears->begin(), linears->end(), linear) == linears->end()) {
       linears->push_back(linear);
     }
@@ -265,7 +272,11 @@ void mark_unsaved(Layer& layer, double dropout) {
 
 }  // namespace
 
-std::vector<std::string> parse_lora_targets(const std::string& list) {
+namespace {
+
+// A comma list of module names as PEFT's target_modules and modules_to_save take them.
+std::vector<std::string> parse_module_names(const std::string& list, const std::string& flag,
+                                            const char* example) {
   std::vector<std::string> out;
   size_t start = 0;
   while (true) {
@@ -275,8 +286,8 @@ std::vector<std::string> parse_lora_targets(const std::string& list) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
     if (item.empty()) {
-      throw InputError("--lora-targets", "has an empty entry in '" + list +
-                                             "' (a comma list such as q_proj,v_proj)");
+      throw InputError(flag, "has an empty entry in '" + list + "' (a comma list such as " +
+                                 example + ")");
     }
     bool name = item.front() != '.' && item.back() != '.' &&
                 item.find("..") == std::string::npos;
@@ -286,15 +297,26 @@ std::vector<std::string> parse_lora_targets(const std::string& list) {
       }
     }
     if (!name) {
-      throw InputError("--lora-targets", "'" + item +
-                                             "' is not a module name (letters, digits, _ and -, "
-                                             "dotted as in the model's module names; e.g. q_proj, "
-                                             "self_attn.o_proj, all-linear)");
+      throw InputError(flag, "'" + item +
+                                 "' is not a module name (letters, digits, _ and -, dotted as in "
+                                 "the model's module names; e.g. " + example + ")");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_modules_to_save(const std::string& list) {
+  return parse_module_names(list, "--lora-modules-to-save", "embed_tokens,lm_head");
+}
+
+std::vector<std::string> parse_lora_targets(const std::string& list) {
+  std::vector<std::string> out =
+      parse_module_names(list, "--lora-targets", "q_proj, self_attn.o_proj, all-linear");
   // PEFT reads "all-linear" only as the whole target_modules string; inside a list it is a
   // module name that matches nothing.
   if (out.size() > 1 && std::find(out.begin(), out.end(), "all-linear") != out.end()) {
@@ -315,16 +337,79 @@ std::string describe_finetune(const FineTune& ft) {
     const std::set<std::string> given(ft.lora_targets.begin(), ft.lora_targets.end());
     const std::set<std::string> selected(ft.lora_linears.begin(), ft.lora_linears.end());
     const bool renamed = !selected.empty() && selected != given && !given.count("all-linear");
+    std::string saved;
+    for (const std::string& m : ft.modules_to_save) saved += (saved.empty() ? "" : ",") + m;
+    if (!saved.empty()) saved = ", " + saved + " trained in full (modules_to_save)";
     return "LoRA rank " + std::to_string(ft.lora_rank) + " on " + targets +
            (ft.lora_dropout > 0 ? strformat(", dropout %g", ft.lora_dropout) : std::string()) +
            (renamed ? " (the linears " + linears + "; base weights frozen)"
-                    : " (base weights frozen)");
+                    : " (base weights frozen)") +
+           saved;
   }
   if (ft.trainable_fraction < 1) {
     return strformat("the bottom layers frozen (--trainable %g)", ft.trainable_fraction);
   }
   return "";
 }
+
+namespace {
+
+// PEFT's modules_to_save (ModulesToSaveWrapper): each named module of the embedding and LM head
+// layers gets a trainable deep copy, <name>.modules_to_save.default, which forward runs in its
+// place; the original stays, frozen, and is no longer read. A name matches a module by its
+// whole name or its end after a dot, as PEFT's key.endswith(target) does for these names.
+void save_modules(std::vector<Layer>& layers, const std::vector<std::string>& names,
+                  const std::string& model_name) {
+  for (const std::string& t : names) {
+    bool found = false;
+    std::string offered;
+    for (Layer& layer : layers) {
+      const bool ends = layer.kind == LayerKind::kEmbedding || layer.kind == LayerKind::kLmHead;
+      const size_t count = layer.modules.size();
+      for (size_t mi = 0; mi < count; ++mi) {
+        const Module m = layer.modules[mi];
+        if (ends && m.tied_to.empty()) offered += (offered.empty() ? "" : ", ") + m.name;
+        if (m.name != t && !m.name.ends_with("." + t)) continue;
+        if (!ends) {
+          throw InputError("--lora-modules-to-save",
+                           "'" + t + "': not modelled: modules_to_save on " + m.name +
+                               " (zplan trains the embedding and LM head modules in full)");
+        }
+        const bool tied = !m.tied_to.empty() ||
+                          std::any_of(layers.begin(), layers.end(), [&](const Layer& l) {
+                            return std::any_of(l.modules.begin(), l.modules.end(),
+                                               [&](const Module& o) { return o.tied_to == m.name; });
+                          });
+        if (tied) {
+          throw InputError("--lora-modules-to-save",
+                           "'" + t + "': not modelled: modules_to_save on " + model_name +
+                               "'s tied embedding and LM head (PEFT copies one side of the tie)");
+        }
+        Module copy = m;
+        copy.name = m.name + ".modules_to_save.default";
+        for (Param& p : copy.params) {
+          p.name = copy.name + p.name.substr(m.name.size());
+          p.trainable = true;
+        }
+        layer.modules.push_back(std::move(copy));
+        const int copy_index = static_cast<int>(layer.modules.size()) - 1;
+        for (ComputeOp& op : layer.ops) {
+          if (op.module != static_cast<int>(mi)) continue;
+          op.module = copy_index;
+          op.frozen_weight = false;
+        }
+        found = true;
+      }
+    }
+    if (!found) {
+      throw InputError("--lora-modules-to-save",
+                       "'" + t + "' matches no embedding or LM head module of " + model_name +
+                           " (its modules: " + offered + ")");
+    }
+  }
+}
+
+}  // namespace
 
 Model apply_finetune(const Model& model, const FineTune& ft) {
   const ModelShape& shape = model.shape();
@@ -413,6 +498,7 @@ Model apply_finetune(const Model& model, const FineTune& ft) {
                                              " (its block linears: " + names + "; or " +
                                              aliases + "all-linear" + fused + ")");
     }
+    save_modules(layers, ft.modules_to_save, model.name());
   } else {
     // Freeze whole layers from the bottom while at most (1 - F) of the parameters are frozen.
     const double total = static_cast<double>(model.num_params());

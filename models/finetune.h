@@ -6,7 +6,8 @@
 //    block gets lora_A (r x in) and lora_B (out x r), both trainable, and two GEMMs of its forward
 //    (x -> A x -> B A x, then scaled and added to the base output). lora_dropout is taken as PEFT's
 //    default, 0 (nn.Identity: lora_A reads the base linear's own input). An expert projection
-//    of a mixture of experts gets one adapter per expert.
+//    of a mixture of experts gets one adapter per expert. --lora-modules-to-save (PEFT's
+//    modules_to_save): the embedding or LM head trained in full through a copy.
 //  * --trainable F: whole layers are frozen from the bottom -- the embedding first, then blocks
 //    0, 1, ... -- as long as the parameters left trainable stay >= F of the total; so the
 //    trainable set is the smallest top slice of layers holding at least F (a tied LM head
@@ -34,6 +35,8 @@ inline const char* const kDefaultLoraTargets = "q_proj,v_proj";
 // qkv_proj, gate_up_proj, dense, fc1, kv_b_proj, ...), trimmed and de-duplicated in order.
 // Throws InputError naming --lora-targets for an empty list or an empty or malformed entry.
 std::vector<std::string> parse_lora_targets(const std::string& list);
+// The same for --lora-modules-to-save (errors name that flag; no "all-linear").
+std::vector<std::string> parse_modules_to_save(const std::string& list);
 
 // "LoRA rank 16 on q_proj,v_proj (base weights frozen)" or "the bottom layers frozen
 // (--trainable 0.25)"; "" for full fine-tuning.

@@ -32,7 +32,8 @@ const char* spelled(const JsonReader& r, const char* key, const char* old_key) {
 //    no_bias; c_proj(w1(x) * silu(w2(x))). intermediate_size is twice the MLP's width.
 //  - Attention: flash-attn 2's varlen kernel when use_flash_attn ("auto": when the model is 16
 //    bit) and the package imports, else QWenAttention._attn (softmax in the compute dtype); no
-//    SDPA path. use_flash_attn false is kept (ModelShape::flash_attn_off).
+//    SDPA path. use_flash_attn false is kept (ModelShape::flash_attn_off); softmax_in_fp32
+//    (default false) upcasts the eager softmax to fp32 and back, as the Llama family's does.
 //  - bf16 / fp16 / fp32 pick the dtype the model loads in (all false: the GPU's best); the
 //    planned precision is the ds_config's or --precision, so they are not read.
 ModelShape qwen_v1(const JsonReader& r) {
@@ -74,6 +75,7 @@ ModelShape qwen_v1(const JsonReader& r) {
   s.dropout = dropout_on(r, spelled(r, "attn_dropout_prob", "attn_pdrop"), 0.0) ||
               dropout_on(r, spelled(r, "emb_dropout_prob", "embd_pdrop"), 0.0);
   s.attention_dropout = true;
+  s.qwen_softmax_in_fp32 = flag(r, "softmax_in_fp32", false);
   if (r.has("use_flash_attn")) {
     const nlohmann::json& v = r.json().at("use_flash_attn");
     if (v.is_boolean()) {

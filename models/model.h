@@ -96,6 +96,7 @@ struct ModelShape {
                                     // compute dtype
   bool flash_attn_off = false;      // the config turns flash-attn off (Qwen v1 use_flash_attn
                                     // false)
+  bool qwen_softmax_in_fp32 = false;  // Qwen v1 softmax_in_fp32: its eager softmax upcasts
   int64_t parallel_norms = 2;       // with parallel_residual: 1 = one norm feeds attention and
                                     // MLP (GPT-J, Falcon-7B), 2 = one each (NeoX, Falcon-40B)
   bool lm_head_bias = false;        // GPT-J's lm_head
@@ -184,7 +185,9 @@ struct ModelShape {
   // eager_attention_forward of the Llama family (softmax(..., dtype=torch.float32).to(dtype)).
   // GPT-2, OPT and GPT-NeoX's _attn softmax in the compute dtype, as does Qwen v1's
   // QWenAttention._attn.
-  bool eager_softmax_upcast() const { return family == Family::kLlama && !qwen_names; }
+  bool eager_softmax_upcast() const {
+    return family == Family::kLlama && (!qwen_names || qwen_softmax_in_fp32);
+  }
   // The attention probabilities are dropped out (a 1-byte mask and a dropped copy per score).
   bool attention_probs_dropout() const { return dropout && attention_dropout; }
 };
@@ -300,6 +303,10 @@ struct FineTune {
   // PEFT's lora_dropout: 0 builds nn.Identity (lora_A reads the base linear's input itself);
   // p > 0 an nn.Dropout per adapter, whose output lora_A saves and whose mask backward reads.
   double lora_dropout = 0;
+  // PEFT's modules_to_save with LoRA: the embedding or LM head modules (by name, or its end after
+  // a dot) trained in full as ModulesToSaveWrapper does: a trainable copy runs in their place,
+  // the original stays stored and frozen.
+  std::vector<std::string> modules_to_save;
   // Filled by apply_finetune: the block linears the targets selected, by their own last names
   // in forward order ("query_key_value" for Falcon's q_proj,v_proj).
   std::vector<std::string> lora_linears;

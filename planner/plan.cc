@@ -222,8 +222,11 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
                           "--attention eager")
             : std::string("attention: the prediction assumes Qwen v1's own eager attention "
                           "(its remote code has no sdpa path), which keeps [b, heads, s, s] "
-                          "tensors per layer; flash-attn 2, which it uses when installed on a "
-                          "16-bit model, would not (--attention flash_attention_2)"));
+                          "tensors per layer") +
+                  (flash_attn_2_could_run(problem)
+                       ? "; flash-attn 2, which it uses when installed on a 16-bit model, would "
+                         "not (--attention flash_attention_2)"
+                       : ""));
   } else if (problem.workload.fused_attention()) {
     out.push_back(std::string("attention: the prediction assumes attn_implementation=\"") +
                   sim::attention_name(problem.workload.attention) +

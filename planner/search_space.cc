@@ -11,6 +11,11 @@
 
 namespace zplan::planner {
 
+bool flash_attn_2_could_run(const Problem& p) {
+  return !p.model.shape().flash_attn_off && p.precision != sim::Precision::kFp32 &&
+         hardware::runs_flash_attn_2(p.cluster.profile.gpu.arch);
+}
+
 namespace {
 
 using sim::OffloadDevice;

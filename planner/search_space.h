@@ -51,6 +51,10 @@ struct Problem {
   double headroom = kDefaultHeadroom;
 };
 
+// Whether flash-attn 2 could run for this problem's model and hardware where the model's code
+// decides (Qwen v1's remote code: a 16-bit model on Ampere or newer, use_flash_attn not false).
+bool flash_attn_2_could_run(const Problem& p);
+
 // How the global batch is asked for; at most one of global_batch and global_batch_tokens.
 struct BatchRequest {
   std::optional<int64_t> global_batch;           // samples (--global-batch)

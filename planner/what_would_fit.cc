@@ -364,8 +364,7 @@ std::vector<std::string> what_would_fit(const Problem& problem, const SearchResu
     } else if (!problem.workload.fused_attention() && problem.model.shape().qwen_names) {
       // Qwen v1's remote code: flash-attn 2 when installed, never sdpa (where flash-attn runs:
       // cli/common_options.cc check_attention_runs).
-      if (!problem.model.shape().flash_attn_off && problem.precision != sim::Precision::kFp32 &&
-          hardware::runs_flash_attn_2(problem.cluster.profile.gpu.arch)) {
+      if (flash_attn_2_could_run(problem)) {
         Problem flash = problem;
         flash.workload.attention = sim::Attention::kFlash2;
         trick(flash, 1,

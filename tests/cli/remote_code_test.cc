@@ -72,6 +72,20 @@ TEST_CASE("Qwen v1 with use_flash_attn false trains with eager attention", "[cli
   CHECK(r.out.find("attention: the prediction assumes the flash_attn package (flash-attn 2) is "
                    "installed: Qwen v1's remote code uses it") != std::string::npos);
   CHECK(r.out.find("sdpa") == std::string::npos);
+  // On a V100 (or in fp32) the planner plans eager attention too, and offers no flash-attn.
+  for (const char* where : {"--hw v100", "--hw a100 --precision fp32"}) {
+    INFO(where);
+    r = run_zplan("plan --model tests/models/data/Qwen-7B.json --gpus 8 --seq-len 1024 " +
+                  std::string(where) + " --force --out " + out.path);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("attention: the prediction assumes Qwen v1's own eager attention (its "
+                     "remote code has no sdpa path), which keeps [b, heads, s, s] tensors per "
+                     "layer\n") != std::string::npos);
+  }
+  r = run_zplan("simulate --model tests/models/data/Qwen-7B.json --gpus 8 --hw a100 --stage 3 "
+                "--precision fp32 --attention flash2");
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("fp32 training uses eager\n") != std::string::npos);
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ TEST_CASE("LoRA target names on fused, MoE and latent-attention families", "[mod
   CHECK(describe_finetune(lora(qwen, 8, "gate_proj").finetune()) ==
         "LoRA rank 8 on gate_proj (the linears w2; base weights frozen)");
   CHECK(describe_finetune(lora(qwen, 8, "up_proj,o_proj").finetune()) ==
-        "LoRA rank 8 on up_proj,o_proj (the linears c_proj,w1; base weights frozen)");
+        "LoRA rank 8 on up_proj,o_proj (the linears attn.c_proj,w1; base weights frozen)");
   // Mixtral-8x7B under transformers 4.x: down_proj of each of the 8 experts, 14336 -> 4096:
   // 8 experts * 8*(14336+4096) = 1,179,648 per layer, x 32 = 37,748,736.
   const std::string mixtral_file = example_path("Mixtral-8x7B-v0.1.json");
@@ -231,6 +231,47 @@ TEST_CASE("a frozen linear's input is not saved unless an adapter or another rea
   o.flash_attention = true;
   CHECK(lora("llama3-8b", 16, "all-linear").layer_activations(1, 2048, 1, o).stored_bytes ==
         base.layer_activations(1, 2048, 1, o).stored_bytes + 2 * T * 7 * r - 2 * T * 2 * h);
+}
+
+TEST_CASE("modules_to_save: a trainable copy of the embedding or LM head runs in its place",
+          "[models]") {
+  // Qwen's finetune.py on a base model: LoRA plus modules_to_save ["wte", "lm_head"] (its
+  // README's "LoRA (emb)"). Each gets a trainable copy (ModulesToSaveWrapper); the original
+  // stays stored and frozen, and forward reads the copy.
+  FineTune ft;
+  ft.lora_rank = 64;
+  ft.lora_targets = parse_lora_targets("c_attn,c_proj,w1,w2");
+  ft.modules_to_save = parse_modules_to_save("wte,lm_head");
+  const Model base = load_model(data_path("Qwen-7B.json"));
+  const Model emb = apply_finetune(base, ft);
+  const int64_t vh = 151'936LL * 4096;
+  CHECK(emb.trainable_params() == 143'130'624 + 2 * vh);
+  CHECK(emb.num_params() == base.num_params() + 143'130'624 + 2 * vh);
+  const Layer& head = emb.layers().back();
+  REQUIRE(head.ops.front().name == "lm_head");
+  CHECK(head.modules[head.ops.front().module].name == "lm_head.modules_to_save.default");
+  CHECK_FALSE(head.ops.front().frozen_weight);
+  CHECK(describe_finetune(emb.finetune()) ==
+        "LoRA rank 64 on c_attn,c_proj,w1,w2 (the linears c_attn,attn.c_proj,w1,w2,mlp.c_proj; "
+        "base weights frozen), wte,lm_head trained in full (modules_to_save)");
+  // Without LoRA on the blocks' linears nothing below the head trains: the embedding's copy
+  // makes the whole model's backward run.
+  CHECK_FALSE(emb.layers().front().no_grad);
+  // A tied embedding, a block's module and a name of nothing are refused by the flag.
+  ft.lora_targets = parse_lora_targets("c_attn");
+  CHECK_THAT(input_error_of([&] { apply_finetune(load_model(example_path("gpt2.json")), ft); }),
+             Catch::StartsWith("--lora-modules-to-save: 'wte': not modelled: modules_to_save on "
+                               "gpt2's tied embedding and LM head"));
+  ft.modules_to_save = parse_modules_to_save("ln_f");
+  CHECK(input_error_of([&] { apply_finetune(base, ft); }) ==
+        "--lora-modules-to-save: 'ln_f': not modelled: modules_to_save on ln_f (zplan trains "
+        "the embedding and LM head modules in full)");
+  ft.modules_to_save = parse_modules_to_save("embed_tokens");
+  CHECK(input_error_of([&] { apply_finetune(base, ft); }) ==
+        "--lora-modules-to-save: 'embed_tokens' matches no embedding or LM head module of "
+        "Qwen-7B (its modules: wte, lm_head)");
+  CHECK(input_error_of([] { parse_modules_to_save("wte,,lm_head"); })
+            .rfind("--lora-modules-to-save: has an empty entry", 0) == 0);
 }
 
 TEST_CASE("bad fine-tuning values: one line naming the flag", "[models]") {

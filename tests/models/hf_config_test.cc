@@ -292,6 +292,11 @@ TEST_CASE("Qwen v1: both spellings of QWenConfig, its split, its biases and use_
     "num_attention_heads": 4, "intermediate_size": 352, "no_bias": false})");
   CHECK(biased.num_params() == now.num_params() + 2 * (h + 2 * f + h));
   CHECK_FALSE(now.shape().flash_attn_off);
+  CHECK_FALSE(now.shape().eager_softmax_upcast());
+  CHECK(from_text("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 352, "softmax_in_fp32": true})")
+            .shape()
+            .eager_softmax_upcast());
   CHECK(from_text("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 352, "use_flash_attn": false})")
             .shape()

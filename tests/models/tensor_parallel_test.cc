@@ -101,7 +101,7 @@ TEST_CASE("AutoTP refuses what it cannot split", "[models]") {
                       "model's 8 key/value heads"));
   CHECK_THAT(check_error(llama, 3), Contains("does not divide the model's 32 attention heads"));
   CHECK_THAT(check_error(load_model("tiny-mlp"), 2), Contains("has no attention"));
-  CHECK_THAT(check_error(apply_finetune(llama, FineTune{16, {"q_proj"}, 1, 0, {}}), 2),
+  CHECK_THAT(check_error(apply_finetune(llama, FineTune{16, {"q_proj"}, 1, 0, {}, {}}), 2),
              Contains("not modelled: AutoTP with LoRA adapters"));
 }
 
