@@ -213,6 +213,9 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
   } else if (problem.model.shape().qwen_names) {
     // Qwen v1's modeling_qwen.py reads no attn_implementation (cli/common_options.cc
     // resolve_workload, docs/models.md "Qwen v1").
+    out.push_back("model code: Qwen v1's modeling_qwen.py ships with the checkpoint: load it with "
+                  "trust_remote_code=True (AutoModelForCausalLM.from_pretrained); the prediction "
+                  "is for its QWenBlock modules and their names (c_attn, c_proj, w1, w2)");
     out.push_back(
         problem.workload.fused_attention()
             ? std::string("attention: the prediction assumes the flash_attn package (flash-attn "

@@ -71,6 +71,8 @@ TEST_CASE("Qwen v1 with use_flash_attn false trains with eager attention", "[cli
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("attention: the prediction assumes the flash_attn package (flash-attn 2) is "
                    "installed: Qwen v1's remote code uses it") != std::string::npos);
+  CHECK(r.out.find("model code: Qwen v1's modeling_qwen.py ships with the checkpoint: load it "
+                   "with trust_remote_code=True") != std::string::npos);
   CHECK(r.out.find("sdpa") == std::string::npos);
   // On a V100 (or in fp32) the planner plans eager attention too, and offers no flash-attn.
   for (const char* where : {"--hw v100", "--hw a100 --precision fp32"}) {
