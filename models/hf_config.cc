@@ -26,6 +26,12 @@ namespace zplan::models {
 namespace internal {
 
 int64_t dim(const JsonReader& r, const char* key, int64_t max) {
+  // Python's json reads 32.0 as a float, and the modeling code sizes range() and nn.Linear with
+  // it, which refuse one (TypeError): only a JSON integer builds the model.
+  if (r.has(key) && r.json().at(key).is_number_float()) {
+    r.fail(key, "must be an integer, got " + describe_json_value(r.json().at(key)) +
+                    " (transformers builds range() and nn.Linear from it, which refuse a float)");
+  }
   int64_t v = r.positive_integer(key);
   if (v > max) r.fail(key, "must be at most " + std::to_string(max) + ", got " + std::to_string(v));
   return v;

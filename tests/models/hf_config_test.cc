@@ -247,7 +247,9 @@ TEST_CASE("bad Hugging Face configs name the file and the key", "[models]") {
         "config.json: /tie_word_embeddings: must be true or false, got \"yes\"");
   CHECK(error_of(llama_with("\"attention_dropout\": 1.5")) ==
         "config.json: /attention_dropout: must be a probability in [0, 1), got 1.5");
-  CHECK(error_of(llama_with("\"vocab_size\": 1e12")).find("/vocab_size: must be at most") !=
+  CHECK(error_of(llama_with("\"vocab_size\": 1000000000000"))
+            .find("/vocab_size: must be at most") != std::string::npos);
+  CHECK(error_of(llama_with("\"vocab_size\": 1e12")).find("/vocab_size: must be an integer") !=
         std::string::npos);
   CHECK(error_of(R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 5,
     "vocab_size": 100})") == "config.json: /n_head: must divide n_embd (64), got 5");
@@ -310,6 +312,11 @@ TEST_CASE("Qwen v1: both spellings of QWenConfig, its split, its biases and use_
         "config.json: /visual: not modelled: the vision tower of a Qwen-VL checkpoint "
         "(QWenModel's transformer.visual; zplan plans language models); to plan its language "
         "model alone, save the config without the visual key");
+  // A float where a size belongs fails range() or nn.Linear in the modeling code.
+  CHECK(error_of("{" + sized + R"(, "hidden_size": 64, "num_hidden_layers": 2.0,
+    "num_attention_heads": 4, "intermediate_size": 352})") ==
+        "config.json: /num_hidden_layers: must be an integer, got 2.0 (transformers builds "
+        "range() and nn.Linear from it, which refuse a float)");
   // kv_channels x heads must be the hidden size (QWenAttention splits c_attn at hidden_size).
   CHECK(error_of(R"({"model_type": "qwen", "vocab_size": 1000, "hidden_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 352})") ==
