@@ -367,7 +367,8 @@ void save_modules(std::vector<Layer>& layers, const std::vector<std::string>& na
       const bool ends = layer.kind == LayerKind::kEmbedding || layer.kind == LayerKind::kLmHead;
       const size_t count = layer.modules.size();
       for (size_t mi = 0; mi < count; ++mi) {
-        const Module m = layer.modules[mi];
+        // Read before the copy is appended (push_back may move the modules), not after.
+        const Module& m = layer.modules[mi];
         if (ends && m.tied_to.empty()) offered += (offered.empty() ? "" : ", ") + m.name;
         if (m.name != t && !m.name.ends_with("." + t)) continue;
         if (!ends) {
@@ -375,10 +376,10 @@ void save_modules(std::vector<Layer>& layers, const std::vector<std::string>& na
                            "'" + t + "': not modelled: modules_to_save on " + m.name +
                                " (zplan trains the embedding and LM head modules in full)");
         }
+        auto ties_to_m = [&](const Module& o) { return o.tied_to == m.name; };
         const bool tied = !m.tied_to.empty() ||
                           std::any_of(layers.begin(), layers.end(), [&](const Layer& l) {
-                            return std::any_of(l.modules.begin(), l.modules.end(),
-                                               [&](const Module& o) { return o.tied_to == m.name; });
+                            return std::any_of(l.modules.begin(), l.modules.end(), ties_to_m);
                           });
         if (tied) {
           throw InputError("--lora-modules-to-save",
