@@ -114,9 +114,13 @@ constexpr const char* kSupported =
     "llama4_text, deepseek_v2, deepseek_v3, gpt_oss, gptj, falcon, gpt_neox, gpt2, opt, qwen";
 
 // GeLU-like activations keep their input for backward, ReLU keeps its output (activations.cc).
-Activation activation_from(const JsonReader& r, const char* key, const char* fallback) {
+// The MLP's activation under `key` (transformers' ACT2FN names): ReLU, or a GeLU, which
+// "gelu_new", "gelu_fast" and "gelu_accurate" compute as a Python formula (ModelShape::
+// gelu_formula).
+void read_activation(const JsonReader& r, ModelShape& s, const char* key, const char* fallback) {
   std::string name = r.optional_string(key).value_or(fallback);
-  return name.find("relu") != std::string::npos ? Activation::kRelu : Activation::kGelu;
+  s.activation = name.find("relu") != std::string::npos ? Activation::kRelu : Activation::kGelu;
+  s.gelu_formula = name == "gelu_new" || name == "gelu_fast" || name == "gelu_accurate";
 }
 
 void check_heads_divide(const JsonReader& r, const char* heads_key, int64_t heads,
@@ -208,7 +212,7 @@ ModelShape gpt_neox(const JsonReader& r) {
   bool hidden_dropout = dropout_on(r, "hidden_dropout", 0.0);
   s.attention_dropout = dropout_on(r, "attention_dropout", 0.0);
   s.dropout = hidden_dropout || s.attention_dropout;
-  s.activation = activation_from(r, "hidden_act", "gelu");
+  read_activation(r, s, "hidden_act", "gelu");
   set_seq_len(s, optional_dim(r, "max_position_embeddings", 2048, kMaxVocab));
   return s;
 }
@@ -226,7 +230,7 @@ ModelShape gpt2(const JsonReader& r) {
   bool resid_dropout = dropout_on(r, "resid_pdrop", 0.1);
   bool embed_dropout = dropout_on(r, "embd_pdrop", 0.1);
   s.dropout = resid_dropout || embed_dropout || s.attention_dropout;
-  s.activation = activation_from(r, "activation_function", "gelu_new");
+  read_activation(r, s, "activation_function", "gelu_new");
   // PretrainedConfig.add_cross_attention: GPT2Block then builds crossattention (q_attn, c_attn,
   // c_proj) and ln_cross_attn in every block (modeling_gpt2.py), used only with encoder states.
   if (r.optional_boolean("add_cross_attention").value_or(false)) {
@@ -260,7 +264,7 @@ ModelShape opt(const JsonReader& r) {
   s.tied_embeddings = flag(r, "tie_word_embeddings", true);
   s.attention_dropout = dropout_on(r, "attention_dropout", 0.0);
   s.dropout = dropout_on(r, "dropout", 0.1) || s.attention_dropout;
-  s.activation = activation_from(r, "activation_function", "relu");
+  read_activation(r, s, "activation_function", "relu");
   set_seq_len(s, positions);
   return s;
 }
@@ -519,7 +523,7 @@ ModelShape gptj(const JsonReader& r) {
   s.attention_dropout = dropout_on(r, "attn_pdrop", 0.0);
   s.dropout = dropout_on(r, "resid_pdrop", 0.0) || dropout_on(r, "embd_pdrop", 0.0) ||
               s.attention_dropout;
-  s.activation = activation_from(r, "activation_function", "gelu_new");
+  read_activation(r, s, "activation_function", "gelu_new");
   set_seq_len(s, optional_dim(r, "n_positions", 2048, kMaxVocab));
   return s;
 }
@@ -560,7 +564,7 @@ ModelShape falcon(const JsonReader& r) {
   s.tied_embeddings = flag(r, "tie_word_embeddings", true);
   s.attention_dropout = dropout_on(r, "attention_dropout", 0.0);
   s.dropout = dropout_on(r, "hidden_dropout", 0.0) || s.attention_dropout;
-  s.activation = activation_from(r, "activation", "gelu");
+  read_activation(r, s, "activation", "gelu");
   set_seq_len(s, optional_dim(r, "max_position_embeddings", 2048, kMaxVocab));
   return s;
 }

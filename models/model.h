@@ -76,6 +76,10 @@ struct ModelShape {
   bool final_norm = true;         // false: no norm before the LM head (OPT-350m)
   Norm norm = Norm::kLayerNorm;
   Activation activation = Activation::kGelu;
+  // The GeLU is transformers' tanh formula in Python (NewGELUActivation for "gelu_new", GPT-2's
+  // and GPT-J's default; FastGELUActivation and AccurateGELUActivation alike): an eager chain of
+  // 8 kernels (models/model_builder.cc), where "gelu" and "gelu_pytorch_tanh" are F.gelu's one.
+  bool gelu_formula = false;
   int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
   int64_t default_seq_len = 2048;
   // A rotary model's max_position_embeddings (0: not given): the context it was built for.
@@ -246,6 +250,16 @@ enum class TpSplit : uint8_t {
                 // activation function, q/k norms per head -- 1/tp of it on each rank
 };
 
+// A fused kernel that can run an elementwise chain of the model's code in its place, when the
+// step has it (ComputeOp::fused).
+enum class FusedBy : uint8_t {
+  kNone,
+  kLiger,      // Liger-Kernel's patch of the model (--loss liger): LigerRMSNorm, its rotary
+               // (liger_rotary_pos_emb) and its SwiGLU (LigerSiLUMulFunction)
+  kFlashAttn,  // flash-attn's own kernel, which the model's code imports with FlashAttention-2
+               // (Qwen v1's rotary: flash_attn.layers.rotary.apply_rotary_emb_func)
+};
+
 // One forward compute operation of a layer.
 struct ComputeOp {
   std::string name;
@@ -260,6 +274,23 @@ struct ComputeOp {
   double backward_bytes() const {
     return backward_bytes_per_token < 0 ? 2 * bytes_per_token : backward_bytes_per_token;
   }
+  // kMemoryBound: the kernels its forward launches as the model's code runs it (an eager chain:
+  // Hugging Face's RMSNorm is 8, models/model_builder.cc), each one launch on the GPU and one
+  // operator the host issues (docs/cost_model.md §14); bytes_per_token is the chain's total.
+  // backward_kernels < 0: two per forward kernel.
+  int kernels = 1;
+  int backward_kernels = -1;
+  int backward_kernel_count() const { return backward_kernels < 0 ? 2 * kernels : backward_kernels; }
+  // kMemoryBound: the one kernel that runs it instead where the step has it (`by`), with what it
+  // moves per token (16-bit, like bytes_per_token) and its kernels each way; kernels 0: another
+  // op's fused kernel does this one's work (the SiLU inside Liger's SwiGLU).
+  struct Fused {
+    FusedBy by = FusedBy::kNone;
+    double bytes_per_token = 0;
+    double backward_bytes_per_token = 0;
+    int kernels = 1;
+  };
+  Fused fused;
   int module = -1;                  // index in Layer::modules of the parameters it reads
   // kGemm: rows per token. 1, or experts_per_token / experts for a routed expert of a mixture
   // of experts: each token passes through experts_per_token of them, and the experts are taken

@@ -40,7 +40,29 @@ namespace {
 struct OpTime {
   double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
   double fwd_extra_flops = 0, bwd_extra_flops = 0;  // of those, not the model's (Piece)
+  double fwd_ops = 1, bwd_ops = 2;                  // host operators (piece_host_ops)
 };
+
+// Whether the step runs an op's fused kernel in place of its eager chain (ComputeOp::fused):
+// Liger's under --loss liger, flash-attn's where the model's code imports it with
+// FlashAttention-2.
+bool runs_fused(const models::ComputeOp& op, const Workload& workload) {
+  switch (op.fused.by) {
+    case models::FusedBy::kNone:
+      return false;
+    case models::FusedBy::kLiger:
+      return workload.fused_swiglu;
+    case models::FusedBy::kFlashAttn:
+      return workload.attention == Attention::kFlash2;
+  }
+  return false;
+}
+
+// n kernels moving `bytes` in all: one memory-bound pass plus a launch for each further kernel.
+double kernels_time_s(const hardware::GpuSpec& gpu, double bytes, int n) {
+  if (n <= 0) return 0;
+  return hardware::memory_bound_time_s(gpu, bytes) + (n - 1) * gpu.kernel_launch_s;
+}
 
 // Forward and backward time of one operation over T = batch * seq tokens.
 OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double seq,
@@ -118,9 +140,19 @@ OpTime op_time(const models::ComputeOp& op, const hardware::GpuSpec& gpu, double
     case models::OpKind::kMemoryBound: {
       // bytes_per_token is counted for 16-bit activations; backward reads and writes about twice
       // as much (the activation and its gradient) unless the op says what its backward moves.
+      // An eager chain launches op.kernels kernels (the fused kernel that replaces it, fewer).
       const double scale = tokens * dtype_bytes / 2.0;
-      t.fwd_s = hardware::memory_bound_time_s(gpu, op.bytes_per_token * scale);
-      t.bwd_s = hardware::memory_bound_time_s(gpu, op.backward_bytes() * scale);
+      if (runs_fused(op, workload)) {
+        t.fwd_s = kernels_time_s(gpu, op.fused.bytes_per_token * scale, op.fused.kernels);
+        t.bwd_s = kernels_time_s(gpu, op.fused.backward_bytes_per_token * scale, op.fused.kernels);
+        t.fwd_ops = op.fused.kernels;
+        t.bwd_ops = op.fused.kernels;
+      } else {
+        t.fwd_s = kernels_time_s(gpu, op.bytes_per_token * scale, op.kernels);
+        t.bwd_s = kernels_time_s(gpu, op.backward_bytes() * scale, op.backward_kernel_count());
+        t.fwd_ops = op.kernels;
+        t.bwd_ops = op.backward_kernel_count();
+      }
       break;
     }
   }
@@ -143,7 +175,11 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
         x.backward_bytes_per_token != y.backward_bytes_per_token || x.module != y.module ||
         x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
         x.groups != y.groups || x.batched != y.batched ||
-        x.model_flops_fraction != y.model_flops_fraction) {
+        x.model_flops_fraction != y.model_flops_fraction || x.kernels != y.kernels ||
+        x.backward_kernels != y.backward_kernels || x.fused.by != y.fused.by ||
+        x.fused.bytes_per_token != y.fused.bytes_per_token ||
+        x.fused.backward_bytes_per_token != y.fused.backward_bytes_per_token ||
+        x.fused.kernels != y.fused.kernels) {
       return false;
     }
   }
@@ -176,14 +212,13 @@ double stage3_fetch_host_ops(double params) {
 }
 
 HostOps piece_host_ops(const Piece& piece, bool stage3) {
-  const double ops = piece.end_op - piece.first_op;
   // Stage 3: the pre-forward (and pre-backward) hook fetches the piece's module, the post hook
   // releases it; both run on the thread that issues the piece's kernels.
   const bool fetches = stage3 && piece.fetch_module >= 0;
   const double fetch = fetches ? stage3_fetch_host_ops(piece.fetch_params) : 0.0;
   HostOps h;
-  h.fwd = ops + fetch;
-  h.bwd = piece.no_grad ? 0 : 2 * ops + fetch + static_cast<double>(piece.grads.size());
+  h.fwd = piece.fwd_ops + fetch;
+  h.bwd = piece.no_grad ? 0 : piece.bwd_ops + fetch + static_cast<double>(piece.grads.size());
   h.fetch_fwd = fetches ? 1 : 0;
   h.fetch_bwd = fetches && !piece.no_grad ? 1 : 0;
   return h;
@@ -272,6 +307,8 @@ std::vector<Piece> plan_pieces(const models::Model& model, const hardware::Profi
       cur.bwd_flops += t.bwd_flops;
       cur.fwd_extra_flops += t.fwd_extra_flops;
       cur.bwd_extra_flops += t.bwd_extra_flops;
+      cur.fwd_ops += t.fwd_ops;
+      cur.bwd_ops += t.bwd_ops;
     }
     cur.end_op = n_ops;
     pieces.push_back(cur);

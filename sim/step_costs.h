@@ -59,14 +59,19 @@ struct Piece {
   // model_flops_fraction: Llama 4's unpicked expert copies): hardware FLOPs only.
   double fwd_extra_flops = 0;
   double bwd_extra_flops = 0;
+  // Host operators its ops issue, forward and backward (one per kernel: a GEMM's backward two,
+  // an eager chain its kernels, ComputeOp::kernels), before hooks and fetches (piece_host_ops).
+  double fwd_ops = 0;
+  double bwd_ops = 0;
   bool no_grad = false;
   // Elements of each parameter whose gradient this piece's backward produces, in the order the
   // gradients appear (reverse of the forward order).
   std::vector<double> grads;
 };
 
-// Host operators a piece issues: one launch per operation forward and two backward (the input
-// and the weight gradient, or the activation gradient), plus one Python gradient hook per
+// Host operators a piece issues: its ops' (Piece::fwd_ops, bwd_ops: one launch per kernel
+// forward, and two per operation backward, the input and the weight gradient or the activation
+// gradient, unless an eager chain says how many), plus one Python gradient hook per
 // parameter (DeepSpeed's reduce_ready_partitions_and_remove_grads, stage_1_and_2.py; stage 3's
 // reduce_partition_and_remove_grads, stage3.py), plus, in stage 3, the module hooks' fetch and
 // release of a gathered module before and after each use (stage3_fetch_host_ops).

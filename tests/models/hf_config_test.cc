@@ -171,6 +171,23 @@ TEST_CASE("transformers defaults for absent keys", "[models]") {
     "vocab_size": 100, "n_inner": 100, "tie_word_embeddings": false})";
   Model gi = from_text(gpt2_inner);
   CHECK(gi.shape().ffn == 100);
+  // activation_function: GPT-2's default gelu_new is transformers' Python formula, an eager chain
+  // of 8 kernels; "gelu" (F.gelu) and "gelu_pytorch_tanh" one.
+  auto gelu = [&](const std::string& act) {
+    std::string text = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 4,
+      "vocab_size": 100)" + (act.empty() ? std::string() : ", \"activation_function\": \"" + act + "\"") + "}";
+    const Model m = from_text(text);
+    for (const ComputeOp& op : m.layers()[1].ops) {
+      if (op.name == "gelu") return op.kernels;
+    }
+    return 0;
+  };
+  CHECK(g.shape().gelu_formula);
+  CHECK(gelu("") == 8);
+  CHECK(gelu("gelu_new") == 8);
+  CHECK(gelu("gelu_fast") == 8);
+  CHECK(gelu("gelu") == 1);
+  CHECK(gelu("gelu_pytorch_tanh") == 1);
   // 12h^2+13h with the MLP resized: 4*64^2+4*64 (attention) + 2*64*100+100+64 (MLP) + 4*64
   // (norms); wte, wpe 1024*64, ln_f, and an untied head.
   CHECK(gi.num_params() == (4 * 64 * 64 + 4 * 64) + (2 * 64 * 100 + 100 + 64) + 4 * 64 +

@@ -95,8 +95,10 @@ TEST_CASE("GPT block ops in forward order", "[models]") {
   CHECK(attention.heads == 12);
   CHECK(attention.head_dim == 64);
   CHECK(attention.module == -1);
-  // LayerNorm: read and write one 16-bit row, 4h bytes per token.
+  // LayerNorm: native_layer_norm, one kernel that reads and writes one 16-bit row, 4h bytes.
   CHECK(m.layers()[1].ops[0].bytes_per_token == 4 * 768);
+  CHECK(m.layers()[1].ops[0].kernels == 1);
+  CHECK(m.layers()[1].ops[0].fused.by == FusedBy::kNone);
   const Layer& head = m.layers().back();
   CHECK(head.ops.back().name == "cross_entropy");
   CHECK(head.ops.back().kind == OpKind::kMemoryBound);
@@ -267,6 +269,36 @@ TEST_CASE("Model counts a tied tensor once", "[models]") {
   CHECK(m.num_param_tensors() == 1);
   CHECK(m.largest_module_params() == 40);
   CHECK(m.largest_param_numel() == 40);
+}
+
+TEST_CASE("Hugging Face's RMSNorm and rotary are eager chains with Liger's kernel beside them",
+          "[models]") {
+  const Model m = load_model("llama3-8b");
+  const Layer& block = m.layers()[1];
+  auto op = [&](const std::string& name) {
+    for (const ComputeOp& o : block.ops) {
+      if (o.name.ends_with(name)) return o;
+    }
+    FAIL("no op " << name);
+    return ComputeOp{};
+  };
+  // LlamaRMSNorm.forward: 8 kernels, 36 bytes per element forward; 14 and 84 in backward.
+  const ComputeOp norm = op(".0.input_layernorm");
+  CHECK(norm.kernels == 8);
+  CHECK(norm.bytes_per_token == 36 * 4096);
+  CHECK(norm.backward_kernel_count() == 14);
+  CHECK(norm.backward_bytes() == 84 * 4096);
+  CHECK(norm.fused.by == FusedBy::kLiger);
+  CHECK(norm.fused.bytes_per_token == 4 * 4096);
+  // apply_rotary_pos_emb on Q (4096) and K (1024): 5 kernels each, 20 bytes per element.
+  const ComputeOp rotary = op("rotary");
+  CHECK(rotary.kernels == 10);
+  CHECK(rotary.bytes_per_token == 20 * 5120);
+  CHECK(rotary.backward_kernel_count() == 18);
+  CHECK(rotary.fused.by == FusedBy::kLiger);
+  // Liger's SwiGLU: the product's kernel does the SiLU's work.
+  CHECK(op("silu").fused.kernels == 0);
+  CHECK(op("gate_mul").fused.kernels == 1);
 }
 
 }  // namespace

@@ -115,6 +115,8 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     Piece pc;
     pc.first_op = 0;
     pc.end_op = 3;
+    pc.fwd_ops = 3;  // one kernel each, two backward
+    pc.bwd_ops = 6;
     pc.fetch_module = 0;
     pc.fetch_params = 2;
     pc.grads = {10, 20};

@@ -236,5 +236,62 @@ TEST_CASE("FlashAttention-3 runs at the profile's flash3_attention_efficiency", 
   CHECK(hardware::attention_time_s(plain, F, 2, true) == hardware::attention_time_s(gpu, F, 2));
 }
 
+TEST_CASE("Hugging Face's RMSNorm and rotary run as eager chains, Liger's as one kernel each",
+          "[sim]") {
+  // Llama-3-8B's block: two RMSNorms (h = 4096), rotary on Q and K (A + G = 4096 + 1024), and
+  // SwiGLU's silu and product. --loss liger (Workload::fused_swiglu) swaps each for Liger's kernel.
+  const models::Model model = models::load_model("llama3-8b");
+  const hardware::Profile prof = hardware::load_profile("h100");
+  const hardware::GpuSpec& gpu = prof.gpu;
+  const double T = 2048, h = 4096, qk = 4096 + 1024, f = 14336;
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})",
+                            1, 2048);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  Workload w{2048, Attention::kSdpa};
+  const Piece eager = plan_pieces(model, prof, c, w, sizes)[1];
+  w.fused_swiglu = true;
+  const Piece liger = plan_pieces(model, prof, c, w, sizes)[1];
+  // Kernels (= host operators): norms 2 x (8 -> 1), rotary 10 -> 1, silu folded into the product;
+  // backward 2 x (14 -> 1), 18 -> 1, silu's 2 and the product's 2 -> 1.
+  CHECK(eager.fwd_ops - liger.fwd_ops == 2 * 7 + 9 + 1);
+  CHECK(eager.bwd_ops - liger.bwd_ops == 2 * 13 + 17 + 3);
+  auto chain = [&](double bytes, int kernels) {
+    return (hardware::memory_bound_time_s(gpu, bytes * T) + (kernels - 1) * gpu.kernel_launch_s) /
+           gpu.framework_efficiency;
+  };
+  const double eager_fwd = 2 * chain(36 * h, 8) + chain(20 * qk, 10) + chain(4 * f, 1) +
+                           chain(6 * f, 1);
+  const double liger_fwd = 2 * chain(4 * h, 1) + chain(4 * qk, 1) + chain(6 * f, 1);
+  const double gpu_eager = eager.fwd_s - eager.fwd_host_s, gpu_liger = liger.fwd_s - liger.fwd_host_s;
+  CHECK(gpu_eager - gpu_liger == Approx(eager_fwd - liger_fwd).epsilon(1e-9));
+  const double eager_bwd = 2 * chain(84 * h, 14) + chain(30 * qk, 18) + chain(8 * f, 2) +
+                           chain(12 * f, 2);
+  const double liger_bwd = 2 * chain(6 * h, 1) + chain(4 * qk, 1) + chain(10 * f, 1);
+  CHECK((eager.bwd_s - eager.bwd_host_s) - (liger.bwd_s - liger.bwd_host_s) ==
+        Approx(eager_bwd - liger_bwd).epsilon(1e-9));
+}
+
+TEST_CASE("Qwen v1 runs flash-attn's rotary with FlashAttention-2, its fp32 fallback without",
+          "[sim]") {
+  models::ModelShape shape = models::load_model("llama2-7b").shape();
+  shape.qwen_names = true;
+  const models::Model model = models::build_model(shape, "qwen");
+  const hardware::Profile prof = hardware::load_profile("a100");
+  const DsConfig c = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})",
+                            1, 1024);
+  const ZeroSizes sizes = zero_sizes(model, 1, c);
+  const Piece flash = plan_pieces(model, prof, c, Workload{1024, Attention::kFlash2}, sizes)[1];
+  const Piece eager = plan_pieces(model, prof, c, Workload{1024, Attention::kEager}, sizes)[1];
+  // Rotary: 3 kernels on Q and 3 on K each way with flash-attn, 8 + 8 forward and 10 + 10
+  // backward in the fallback; the rest of the block's kernels are the same.
+  CHECK(eager.fwd_ops - flash.fwd_ops == 16 - 6);
+  CHECK(eager.bwd_ops - flash.bwd_ops == 20 - 6);
+  // --loss liger swaps the norms and SwiGLU for Liger's kernels; the rotary stays flash-attn's.
+  Workload liger{1024, Attention::kFlash2};
+  liger.fused_swiglu = true;
+  const Piece with_liger = plan_pieces(model, prof, c, liger, sizes)[1];
+  CHECK(flash.fwd_ops - with_liger.fwd_ops == 2 * 7 + 1);  // its norms and SwiGLU only
+}
+
 }  // namespace
 }  // namespace zplan::sim
