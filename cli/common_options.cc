@@ -44,7 +44,7 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
                  "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
                  "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
-                 "patches: the fused loss and its SwiGLU and RMSNorm kernels) (default: "
+                 "patches: the fused loss and its SwiGLU, RMSNorm and rotary kernels) (default: "
                  "standard)");
   app.add_option("--transformers", o.transformers,
                  "the transformers release the training runs, 5 or 4 (or a version such as "

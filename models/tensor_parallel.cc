@@ -62,6 +62,8 @@ Model tensor_parallel_shard(const Model& model, int tp) {
           } else {
             op.bytes_per_token /= tp;
             if (op.backward_bytes_per_token > 0) op.backward_bytes_per_token /= tp;
+            op.fused.bytes_per_token /= tp;  // the kernel that replaces it works on the same split
+            op.fused.backward_bytes_per_token /= tp;
           }
           break;
       }

@@ -247,8 +247,10 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
         "materializes the logits and their fp32 copy");
     if (problem.workload.fused_swiglu) {
       out.push_back(
-          "mlp: the prediction assumes Liger-Kernel's SwiGLU kernel (--loss liger), which keeps "
-          "gate and up only");
+          "mlp and norms: the prediction assumes Liger-Kernel's SwiGLU, RMSNorm and rotary "
+          "kernels (--loss liger; apply_liger_kernel_to_* patches all of them), one kernel each "
+          "where Hugging Face's code runs chains of eager ones; its SwiGLU keeps gate and up "
+          "only");
     }
   } else if (!problem.workload.loss_upcast) {
     out.push_back(

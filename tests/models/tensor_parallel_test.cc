@@ -43,6 +43,29 @@ TEST_CASE("an AutoTP shard holds 1/tp of each block's linears and the rest whole
   CHECK(tensor_parallel_shard(whole, 1).num_params() == whole.num_params());
 }
 
+TEST_CASE("an AutoTP shard's split elementwise ops move 1/tp, eager or fused", "[models]") {
+  // The rotary works on heads/tp and SwiGLU's product on ffn/tp (TpSplit::kSplit), in Hugging
+  // Face's chain and in Liger's kernel alike; the norms stay whole.
+  const Model whole = load_model("llama3-8b");
+  const Model shard = tensor_parallel_shard(whole, 4);
+  const auto& w = whole.layers()[1].ops;
+  const auto& t = shard.layers()[1].ops;
+  REQUIRE(w.size() == t.size());
+  int split = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i].kind != OpKind::kMemoryBound) continue;
+    INFO(w[i].name);
+    const double div = w[i].tp == TpSplit::kSplit ? 4 : 1;
+    if (div > 1) ++split;
+    CHECK(t[i].bytes_per_token == w[i].bytes_per_token / div);
+    CHECK(t[i].backward_bytes() == w[i].backward_bytes() / div);
+    CHECK(t[i].fused.bytes_per_token == w[i].fused.bytes_per_token / div);
+    CHECK(t[i].fused.backward_bytes_per_token == w[i].fused.backward_bytes_per_token / div);
+    CHECK(t[i].kernels == w[i].kernels);
+  }
+  CHECK(split == 3);  // rotary, silu, gate_mul
+}
+
 TEST_CASE("a row-split linear keeps its bias whole, a column-split one splits it", "[models]") {
   // GPT-3 XL (h 2048, 32 heads, ffn 8192, biases on every linear), tp 2. Per block whole: 2
   // LayerNorms (4h) and the biases of the row-split c_proj's (attention h, MLP h); split: c_attn
