@@ -99,6 +99,13 @@ std::string cpu_adam_threads_line(const hardware::Cluster& cl) {
 
 }  // namespace
 
+bool megatron_builds(const models::Model& model) {
+  const models::ModelShape& s = model.shape();
+  const models::FineTune& ft = model.finetune();
+  return !s.qwen_names && !s.moe() && !s.mla() && ft.lora_rank == 0 &&
+         ft.trainable_fraction >= 1 && ft.modules_to_save.empty();
+}
+
 const char* ds_config_format_name(DsConfigFormat format) {
   return format == DsConfigFormat::kHf ? "hf" : "deepspeed";
 }
@@ -169,8 +176,10 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& c,
                     : strformat(" --num_processes %d", cl.gpus)) +
       " train.py";
   // Megatron-DeepSpeed splits layers with its own tensor parallelism and passes its mpu, not
-  // AutoTP's: no Megatron line for an AutoTP file.
-  if (format == DsConfigFormat::kDeepSpeed && sim::autotp_size(c) == 1) {
+  // AutoTP's: no Megatron line for an AutoTP file. Nor for a model its pretrain_gpt.py cannot
+  // build (megatron_builds).
+  if (format == DsConfigFormat::kDeepSpeed && sim::autotp_size(c) == 1 &&
+      megatron_builds(problem.model)) {
     // Megatron-DeepSpeed (megatron/arguments.py): the batch split, ZeRO stage, precision and
     // clipping as flags that agree with the file; --no-pipeline-parallel because DeepSpeed's
     // pipeline engine runs ZeRO stage 1 at most; --cpu-optimizer builds DeepSpeedCPUAdam, which

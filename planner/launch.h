@@ -60,6 +60,13 @@ LaunchCommands launch_commands(const Problem& problem, const sim::DsConfig& conf
                                const std::string& file, DsConfigFormat format);
 nlohmann::json launch_commands_json(const LaunchCommands& commands);
 
+// Whether Megatron-DeepSpeed's pretrain_gpt.py can train the model: it builds its own GPTModel
+// from flags (GPT blocks, or Llama's with --swiglu, --normalization rmsnorm and rotary), with
+// every weight trained. It runs no Hugging Face remote code (Qwen v1's QWenLMHeadModel), has no
+// PEFT adapters or frozen layers, and its mixture of experts is DeepSpeed-MoE's own layout, not a
+// Hugging Face MoE's; it has no latent attention. Else LaunchCommands::megatron stays empty.
+bool megatron_builds(const models::Model& model);
+
 // The "before you run it" lines about launching and the optimizer, for plan's output.
 std::vector<std::string> launch_lines(const Problem& problem, const sim::DsConfig& config,
                                       const std::string& file, DsConfigFormat format);

@@ -160,12 +160,13 @@ std::vector<std::string> needs_lines(const Problem& problem, const Candidate& c,
       static_cast<long long>(config.micro_batch),
       static_cast<long long>(config.gradient_accumulation_steps), cl.gpus));
   if (c[Knob::kCheckpointing]) {
-    out.push_back(
-        "activation checkpointing: turn it on in the model -- Hugging Face: "
-        "--gradient_checkpointing or model.gradient_checkpointing_enable(); Megatron-DeepSpeed: "
-        "--checkpoint-activations; "
-        "else wrap each block in deepspeed.checkpointing.checkpoint -- the "
-        "activation_checkpointing block only configures DeepSpeed's implementation");
+    out.push_back(std::string(
+                      "activation checkpointing: turn it on in the model -- Hugging Face: "
+                      "--gradient_checkpointing or model.gradient_checkpointing_enable(); ") +
+                  (megatron_builds(problem.model) ? "Megatron-DeepSpeed: --checkpoint-activations; "
+                                                  : "") +
+                  "else wrap each block in deepspeed.checkpointing.checkpoint -- the "
+                  "activation_checkpointing block only configures DeepSpeed's implementation");
   }
   if (c[Knob::kCheckpointing] == 2) {
     // checkpointing.py CheckpointFunction: CPU_CHECKPOINT moves the inputs it saves to the host;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
+#include "models/finetune.h"
 #include "planner/launch.h"
 #include "planner/search_space.h"
 #include "tests/planner/planner_test_util.h"
@@ -491,6 +492,36 @@ TEST_CASE("the launch lines quote a config path the shell would split, and say w
   CHECK(accelerate_line(DsConfigFormat::kDeepSpeed).find("--out-format deepspeed") ==
         std::string::npos);
   CHECK(accelerate_line(DsConfigFormat::kHf).find("--out-format deepspeed") != std::string::npos);
+}
+
+TEST_CASE("no Megatron-DeepSpeed line for a model its pretrain_gpt.py cannot build", "[planner]") {
+  auto megatron = [](const Problem& p) {
+    const SearchSpace space = resolve_search_space(p, KnobRequest{}, {});
+    return launch_commands(p, base_config(p, space.batch), "ds.json", DsConfigFormat::kDeepSpeed)
+        .megatron;
+  };
+  Problem dense = problem("1.3b", "a100", 8);
+  CHECK(!megatron(dense).empty());
+  // PEFT's LoRA: Megatron-DeepSpeed trains every weight.
+  models::FineTune lora;
+  lora.lora_rank = 16;
+  lora.lora_targets = {"all-linear"};
+  Problem adapted = dense;
+  adapted.model = models::apply_finetune(dense.model, lora);
+  CHECK(megatron(adapted).empty());
+  // Qwen v1's remote code (QWenLMHeadModel), and a Hugging Face mixture of experts.
+  Problem qwen = problem(std::string(ZPLAN_SOURCE_DIR) + "/tests/models/data/Qwen-7B.json", "a100", 8);
+  CHECK(megatron(qwen).empty());
+  Problem mixtral =
+      problem(std::string(ZPLAN_SOURCE_DIR) + "/examples/hf/Mixtral-8x7B-v0.1.json", "a100", 8);
+  CHECK(megatron(mixtral).empty());
+  // The launch lines say nothing of Megatron-DeepSpeed then.
+  for (const std::string& line : launch_lines(qwen, base_config(qwen, resolve_search_space(
+                                                                         qwen, KnobRequest{}, {})
+                                                                         .batch),
+                                              "ds.json", DsConfigFormat::kDeepSpeed)) {
+    CHECK(line.find("Megatron") == std::string::npos);
+  }
 }
 
 TEST_CASE("an offload plan says how many threads each rank's CPU Adam gets and how to launch it",
