@@ -105,7 +105,11 @@ void ExecutorRank::init_state() {
           b = std::max(b, static_cast<size_t>(s * s));
           w = std::max(w, static_cast<size_t>(s * op.head_dim));
         } else {
-          b = std::max(b, static_cast<size_t>(op.bytes_per_token * double(tokens_) / 2) + 1);
+          // A memory-bound op's forward and backward passes (rank_compute.cc) each sweep
+          // scratch_b_; an eager chain's backward may move more than twice its forward
+          // (Hugging Face's RMSNorm: 84 against 36 bytes an element).
+          const double bytes = std::max(op.bytes_per_token, op.backward_bytes());
+          b = std::max(b, static_cast<size_t>(bytes * double(tokens_) / 2) + 1);
         }
       }
     }
