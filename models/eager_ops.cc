@@ -60,7 +60,6 @@ constexpr int kGeluFormulaKernels = 8, kGeluFormulaBackwardKernels = 11;
 
 void set_rms_norm(ComputeOp& op, int64_t row) {
   const double w = static_cast<double>(row);
-  op.kind = OpKind::kMemoryBound;
   op.bytes_per_token = kRmsForward * w;
   op.backward_bytes_per_token = kRmsBackward * w;
   op.kernels = kRmsKernels;

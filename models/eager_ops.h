@@ -11,7 +11,7 @@
 
 namespace zplan::models::internal {
 
-// Makes `op` Hugging Face's RMSNorm over `row` elements per token (LlamaRMSNorm's chain), with
+// Makes `op` (a memory-bound op) Hugging Face's RMSNorm over `row` elements per token (LlamaRMSNorm's chain), with
 // Liger's LigerRMSNorm as its fused kernel.
 void set_rms_norm(ComputeOp& op, int64_t row);
 

@@ -78,7 +78,7 @@ struct ModelShape {
   Activation activation = Activation::kGelu;
   // The GeLU is transformers' tanh formula in Python (NewGELUActivation for "gelu_new", GPT-2's
   // and GPT-J's default; FastGELUActivation and AccurateGELUActivation alike): an eager chain of
-  // 8 kernels (models/model_builder.cc), where "gelu" and "gelu_pytorch_tanh" are F.gelu's one.
+  // 8 kernels (models/eager_ops.cc), where "gelu" and "gelu_pytorch_tanh" are F.gelu's one.
   bool gelu_formula = false;
   int64_t embed_proj_dim = 0;  // OPT-350m: word_embed_proj_dim != hidden adds two projections
   int64_t default_seq_len = 2048;
@@ -275,7 +275,7 @@ struct ComputeOp {
     return backward_bytes_per_token < 0 ? 2 * bytes_per_token : backward_bytes_per_token;
   }
   // kMemoryBound: the kernels its forward launches as the model's code runs it (an eager chain:
-  // Hugging Face's RMSNorm is 8, models/model_builder.cc), each one launch on the GPU and one
+  // Hugging Face's RMSNorm is 8, models/eager_ops.cc), each one launch on the GPU and one
   // operator the host issues (docs/cost_model.md §14); bytes_per_token is the chain's total.
   // backward_kernels < 0: two per forward kernel.
   int kernels = 1;
@@ -289,6 +289,7 @@ struct ComputeOp {
     double bytes_per_token = 0;
     double backward_bytes_per_token = 0;
     int kernels = 1;
+    bool operator==(const Fused&) const = default;
   };
   Fused fused;
   int module = -1;                  // index in Layer::modules of the parameters it reads

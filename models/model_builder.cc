@@ -9,10 +9,9 @@
 //
 // Memory-bound ops carry the bytes their kernels read and write per token with 16-bit
 // activations (an element is 2 bytes; a dropout mask byte is 1), and how many kernels that is.
-// Most are one kernel; Hugging Face's RMSNorm and rotary are eager chains of several, counted
-// as PyTorch runs them (models/eager_ops.h), with the one kernel that replaces them
-// under Liger-Kernel. GeLU variants written as Python formulas (gelu_new) are still priced
-// as one kernel: a lower bound. docs/models.md lists them.
+// Most are one kernel; Hugging Face's RMSNorm, rotary and gelu_new formula are eager chains of
+// several, counted as PyTorch runs them (models/eager_ops.h), with the one kernel that replaces
+// the first two under Liger-Kernel. docs/models.md lists them.
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,7 +121,9 @@ class LayerBuilder {
 
   // Rotary position embedding on `width` elements of the queries and keys per token
   // (internal::rotary_op).
-  void rotary(int64_t width, bool qwen_v1) { layer_.ops.push_back(internal::rotary_op(width, qwen_v1)); }
+  void rotary(int64_t width, bool qwen_v1) {
+    layer_.ops.push_back(internal::rotary_op(width, qwen_v1));
+  }
 
   void set_moe_block() { layer_.moe_block = true; }
   Layer& layer() { return layer_; }

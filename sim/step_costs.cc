@@ -176,10 +176,7 @@ bool same_compute(const models::Layer& a, const models::Layer& b) {
         x.token_factor != y.token_factor || x.frozen_weight != y.frozen_weight ||
         x.groups != y.groups || x.batched != y.batched ||
         x.model_flops_fraction != y.model_flops_fraction || x.kernels != y.kernels ||
-        x.backward_kernels != y.backward_kernels || x.fused.by != y.fused.by ||
-        x.fused.bytes_per_token != y.fused.bytes_per_token ||
-        x.fused.backward_bytes_per_token != y.fused.backward_bytes_per_token ||
-        x.fused.kernels != y.fused.kernels) {
+        x.backward_kernels != y.backward_kernels || x.fused != y.fused) {
       return false;
     }
   }
