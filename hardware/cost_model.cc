@@ -501,6 +501,11 @@ double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int 
   return bytes / std::min(host_copy_rate(node, solo, ranks_per_node), dram);
 }
 
+double host_pass_time_s(const Profile& profile, double bytes, int ranks_per_node) {
+  if (!(bytes > 0)) return 0;
+  return bytes / share(profile.node.host_memory_bw_bytes_per_s, ranks_per_node);
+}
+
 int cpu_core_share(const NodeSpec& node, int ranks_per_node) {
   return std::max(1, node.cpu_cores / std::max(1, ranks_per_node));
 }

@@ -111,6 +111,12 @@ double stage3_hook_s(const Profile& profile, double uses);
 // (3 * ranks)).
 double pageable_copy_time_s(const Profile& profile, double bytes, bool h2d, int ranks_per_node);
 
+// One pass of `bytes` over host DRAM by one of `ranks_per_node` ranks doing the same at once:
+// bytes / (host_memory_gbps / ranks). The host-side element-wise work of ZeRO-Offload's step
+// (unscale_and_clip_grads on the fp32 gradients, the fp32 -> 16-bit cast of the new parameters):
+// memory-bound PyTorch CPU kernels over the rank's partition.
+double host_pass_time_s(const Profile& profile, double bytes, int ranks_per_node);
+
 // A rank's fair share of the node's cores when `ranks_per_node` ranks share them (at least one):
 // what --bind_cores_to_rank gives each rank (deepspeed/launcher/launch.py: cores / ranks).
 int cpu_core_share(const NodeSpec& node, int ranks_per_node);

@@ -218,8 +218,9 @@ Task StepBuilder::optimizer_checks_task(double elems, double tensors, bool on_ho
   return t;
 }
 
-Task StepBuilder::offload_copy_task(TaskKind kind, double bytes) const {
-  const bool pinned = config_.zero.offload_optimizer.pin_memory;
+Task StepBuilder::offload_copy_task(TaskKind kind, double bytes, HostSide side) const {
+  const bool pinned =
+      side == HostSide::kOffloadBuffer && config_.zero.offload_optimizer.pin_memory;
   const bool h2d = kind == TaskKind::kH2D;
   Task t = copy_task(kind, h2d ? Resource::kH2D : Resource::kD2H, bytes);
   if (pinned || cluster_.profile.gpu.arch == hardware::Arch::kCpu) return t;
@@ -227,6 +228,12 @@ Task StepBuilder::offload_copy_task(TaskKind kind, double bytes) const {
   t.resource = Resource::kCompute;
   t.work_s = hardware::pageable_copy_time_s(cluster_.profile, bytes, h2d, ranks_per_node_);
   return t;
+}
+
+double StepBuilder::offload_host_passes_s(double elems) const {
+  if (cluster_.profile.gpu.arch == hardware::Arch::kCpu) return 0;
+  const double bytes = (8 + 4 + sizes_.param_bytes) * elems;
+  return hardware::host_pass_time_s(cluster_.profile, bytes, ranks_per_node_);
 }
 
 void StepBuilder::build(int micro_step, StepGraph* graph, bool finalize) const {
@@ -416,7 +423,6 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   const double a = sizes_.grad_accum_bytes;
   const double P = sizes_.partition;
   const Tier gpu = Tier::kGpu;
-  const hardware::NodeSpec& node = cluster_.profile.node;
   const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
   // The framework terms (docs/cost_model.md §14) are DeepSpeed's; a cpu device runs zplan's own
   // executor, which has none of them.
@@ -441,7 +447,9 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   } else {
     // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
     // The norm was taken on the GPU in backward; unscale_and_clip_grads runs on the fp32 host
-    // grads (8 bytes per element at the rank's share of DRAM bandwidth) before the CPU Adam.
+    // grads before the CPU Adam, and step() casts the new fp32 partition into the 16-bit host
+    // buffer (param_buffer_of_bit16_for_cpu_offload_groups, pinned with pin_memory) before the
+    // non_blocking copy to the GPU (stage_1_and_2.py step(); offload_host_passes_s).
     TaskId ct = framework_terms ? step_task(c, optimizer_checks_task(P, 1, /*on_host=*/true))
                                 : kNoTaskId;
     Task adam;
@@ -449,7 +457,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     adam.resource = Resource::kCpuOptimizer;
     adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, P, ranks_per_node_,
                                                     config_.optimizer.step_bytes()) +
-                  (framework_terms ? 8 * P * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
+                  offload_host_passes_s(P);
     TaskId at = step_task(c, adam, -1, ct);
     last = step_task(c, offload_copy_task(TaskKind::kH2D, p * P), -1, at);
   }
@@ -491,7 +499,6 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   const double p = sizes_.param_bytes;
   const double a = sizes_.grad_accum_bytes;
   const Tier gpu = Tier::kGpu;
-  const hardware::NodeSpec& node = cluster_.profile.node;
   const bool offload = z.offload_optimizer.device != OffloadDevice::kNone;
   // Stage 3: per sub-group (ref §2.2 item 11, §5.2).
   const auto& opt = z.offload_optimizer;
@@ -538,7 +545,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     adam.resource = Resource::kCpuOptimizer;
     adam.work_s = hardware::offload_cpu_adam_time_s(cluster_.profile, S, ranks_per_node_,
                                                     config_.optimizer.step_bytes()) +
-                  (framework_terms ? 8 * S * ranks_per_node_ / node.host_memory_bw_bytes_per_s : 0);
+                  offload_host_passes_s(S);
     TaskId at = step_task(c, adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
@@ -550,8 +557,12 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
       last = prev_write;
     }
     if (params_on_gpu) {
-      // fp16_partitioned_groups_flat[i].copy_(fp32 partition): the new 16-bit params to the GPU.
-      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S), g, at);
+      // _reassign_or_swap_out_partitioned_parameters: fp16_partitioned_groups_flat[i].data.copy_(
+      // fp32 partition), a blocking copy across devices and dtypes. PyTorch converts on the CPU
+      // (the cast of offload_host_passes_s) into a new pageable tensor and copies that to the
+      // GPU: pageable whatever pin_memory says.
+      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, HostSide::kPageableTemporary),
+                       g, at);
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.
       last = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);

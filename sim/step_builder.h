@@ -140,10 +140,21 @@ class StepBuilder {
   // all-reduces and the step's fixed host time. With `on_host`, the grads are on the CPU
   // (ZeRO-Offload) and only the synchronizations and the host time stay on the compute stream.
   Task optimizer_checks_task(double elems, double tensors, bool on_host) const;
-  // A copy between the GPU and the offloaded optimizer's host buffers: pinned and asynchronous
-  // when offload_optimizer.pin_memory, else pageable, and then synchronous with the Python thread
-  // (PyTorch's non_blocking has no effect from pageable memory), so it holds the compute stream.
-  Task offload_copy_task(TaskKind kind, double bytes) const;
+  // Where the host side of an offload copy lives: the optimizer's host buffers, which DeepSpeed
+  // pins when offload_optimizer.pin_memory, or a pageable temporary PyTorch allocates whatever
+  // that says (a blocking copy_ across devices and dtypes converts on the CPU into a new tensor
+  // first: copy_kernel_cuda in aten/src/ATen/native/cuda/Copy.cu).
+  enum class HostSide { kOffloadBuffer, kPageableTemporary };
+  // A copy between the GPU and host memory: pinned and asynchronous from a pinned buffer, else
+  // pageable, and then synchronous with the Python thread (PyTorch's non_blocking has no effect
+  // from pageable memory), so it holds the compute stream.
+  Task offload_copy_task(TaskKind kind, double bytes,
+                         HostSide side = HostSide::kOffloadBuffer) const;
+  // The host-side passes of ZeRO-Offload's step around the CPU optimizer over `elems` elements:
+  // unscale_and_clip_grads on the fp32 gradients (a read and a write, 8 bytes) and the cast of
+  // the new fp32 parameters to the model dtype (4 + dtype bytes), each at the rank's share of
+  // host DRAM bandwidth (hardware::host_pass_time_s). None on a cpu device (zplan's executor).
+  double offload_host_passes_s(double elems) const;
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;

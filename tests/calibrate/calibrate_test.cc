@@ -176,9 +176,10 @@ TEST_CASE("a calibrated profile changes simulate_step's predictions against its 
   const int cpu = static_cast<int>(sim::Resource::kCpuOptimizer);
   INFO("CPU optimizer busy: base " << r_base.resources[cpu].busy_s << " s, calibrated "
                                    << r_cal.resources[cpu].busy_s << " s");
-  // Per parameter the CPU also unscales/clips the fp32 host gradients first: 8 B at the rank's
-  // share of DRAM (8 ranks: 64 B per parameter over the node's 280 or 64 GB/s).
-  const double per_param_base = 1 / 480e6 + 64 / 280e9, per_param_cal = 1 / 250e6 + 64 / 64e9;
+  // Per parameter the CPU also unscales/clips the fp32 host gradients first and casts the new
+  // parameter to 16 bits after: 8 + 4 + 2 B at the rank's share of DRAM (8 ranks: 112 B per
+  // parameter over the node's 280 or 64 GB/s).
+  const double per_param_base = 1 / 480e6 + 112 / 280e9, per_param_cal = 1 / 250e6 + 112 / 64e9;
   CHECK(r_cal.resources[cpu].busy_s ==
         Approx(r_base.resources[cpu].busy_s * per_param_cal / per_param_base));
 }

@@ -6,6 +6,7 @@
 #include "hardware/cost_model.h"
 #include "models/catalog.h"
 #include "sim/engine.h"
+#include "sim/memory_model.h"
 #include "sim/simulate.h"
 #include "sim/step_builder.h"
 #include "sim/step_costs.h"
@@ -209,6 +210,31 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     CHECK(b.step_time_s > a.step_time_s);
     CHECK(b.resources[static_cast<int>(Resource::kD2H)].busy_s == 0);
     CHECK(a.resources[static_cast<int>(Resource::kD2H)].busy_s > 0);
+  }
+  SECTION("the offload step's host passes, and stage 3's pageable copy of the new parameters") {
+    // unscale_and_clip_grads (8 B) and the fp32 -> 16-bit cast (4 + 2 B) of every partition
+    // element at the rank's share of host DRAM, beside the CPU Adam (docs/cost_model.md §10).
+    const std::string z2 =
+        zero_json(2, R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})", 4);
+    const std::string z3 =
+        zero_json(3, R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})", 4);
+    const hardware::Profile p = testing::ideal_profile();
+    for (int stage : {2, 3}) {
+      const std::string& json = stage == 2 ? z2 : z3;
+      const DsConfig c = config(json, 8);
+      const ZeroSizes z = zero_sizes(model, 8, c);
+      const double adam = hardware::offload_cpu_adam_time_s(p, z.partition, 8,
+                                                             c.optimizer.step_bytes());
+      const double passes = hardware::host_pass_time_s(p, (8 + 4 + 2) * z.partition, 8);
+      CHECK(passes == Approx(14 * z.partition * 8 / p.node.host_memory_bw_bytes_per_s));
+      INFO("stage " << stage);
+      CHECK(run(none, json, 8).resources[static_cast<int>(Resource::kCpuOptimizer)].busy_s ==
+            Approx(adam + passes).epsilon(1e-9));
+    }
+    // Stage 1-2 copy the pinned 16-bit buffer to the GPU on the copy engine; stage 3's
+    // cross-dtype copy_ comes from a pageable temporary, on the compute stream, pinned or not.
+    CHECK(run(none, z2, 8).resources[static_cast<int>(Resource::kH2D)].busy_s > 0);
+    CHECK(run(none, z3, 8).resources[static_cast<int>(Resource::kH2D)].busy_s == 0);
   }
   SECTION("oversubscribed CPU Adam threads slow the CPU step in proportion") {
     hardware::FrameworkSpec f;
