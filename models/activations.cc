@@ -15,7 +15,8 @@
 //   Q, K, V              A + 2G (QK^T needs Q and K, AV needs V; after rotary)
 //   out-proj input       A    (the attention output, also what flash attention keeps as O)
 //   MLP input            h    (norm2 output)
-//   MLP, GeLU:           2f   (GeLU input, fc2 input = GeLU output)
+//   MLP, GeLU:           2f   (GeLU input, fc2 input = GeLU output; transformers' tanh formula,
+//                              gelu_new, 3f more: below)
 //   MLP, ReLU:           f    (ReLU backward needs only its output, which is the fc2 input)
 //   MLP, SwiGLU:         4f   (gate, up, silu(gate), the product = down_proj input)
 //   -> D*T*(that sum) bytes, plus
@@ -223,6 +224,14 @@ LayerActivations Model::layer_activations(size_t index, int64_t seq, int64_t bat
   double mlp_elements = 2 * f;
   double mlp_grad_elements = 2 * f;  // the gradients of the activation's output and input
   if (m.activation == Activation::kRelu) mlp_elements = f;
+  if (m.activation == Activation::kGelu && m.gelu_formula) {
+    // transformers' NewGELUActivation in eager PyTorch, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x +
+    // 0.044715 * x^3))) (activations.py; models/eager_ops.cc has its kernels): pow saves x (the
+    // GeLU input, counted), tanh its output, and the last product both factors, 0.5 * x and
+    // 1 + tanh (the scalar multiplies and the adds save nothing): 3f more than F.gelu's input.
+    // (FastGELUActivation's chain saves 6f; it is counted as gelu_new.)
+    mlp_elements += 3 * f;
+  }
   if (m.activation == Activation::kSwiglu) {
     mlp_elements = 4 * f;
     mlp_grad_elements = 3 * f;  // the product's gradient, then the gate's and up's

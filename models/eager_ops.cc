@@ -51,8 +51,8 @@ constexpr int kQwenRotaryKernels = 8, kQwenRotaryBackwardKernels = 10, kQwenFlas
 //   backward, 11 kernels, 56 bytes: the product's two gradients 4 + 2 each; tanh's 4 + 2; the
 //     two scalings' 2 + 2 each; pow's, 3 * x^2 (pow 2 + 2, * 3 2 + 2) and * grad 4 + 2;
 //     0.5 * x's 2 + 2; x's three gradients added, twice 4 + 2.
-// (It saves more for backward, x, tanh's output and both factors, than the one f-wide input that
-// models/activations.cc counts for a GeLU: not counted.)
+// For backward it saves x, tanh's output and both factors of the last product, 3f more than
+// F.gelu's input (models/activations.cc).
 constexpr double kGeluFormulaForward = 36, kGeluFormulaBackward = 56;
 constexpr int kGeluFormulaKernels = 8, kGeluFormulaBackwardKernels = 11;
 

@@ -544,10 +544,20 @@ TEST_CASE("block activations follow each family's tensors", "[models]") {
     return 2 * T * elements + 4.0 * static_cast<double>(m.shape().heads) * T;
   };
   // GPT-J: one ln_1 keeps the block input once and feeds both GEMM groups: h + h + 3h (Q, K, V)
-  // + h (attention output) + 2f (GeLU input and output).
+  // + h (attention output) + 2f (GeLU input and output), and gelu_new's Python formula keeps
+  // tanh's output and the last product's two factors, 3f more.
   Model gptj = load_model(data_path("gpt-j-6b.json"));
   CHECK(gptj.layer_activations(1, 1024, 1, o).stored_bytes ==
-        Approx(stored(gptj, 6 * 4096.0 + 2 * 16384.0)));
+        Approx(stored(gptj, 6 * 4096.0 + 5 * 16384.0)));
+  // The same shape with F.gelu ("gelu", one kernel) keeps the 2f alone.
+  {
+    ModelShape plain = gptj.shape();
+    plain.gelu_formula = false;
+    const Model one_kernel = build_model(plain, "gpt-j-6b, gelu");
+    CHECK(gptj.layer_activations(1, 1024, 1, o).stored_bytes -
+              one_kernel.layer_activations(1, 1024, 1, o).stored_bytes ==
+          Approx(2 * T * 3 * 16384.0));
+  }
   // RMSNorm families also keep each norm input's fp32 copy (Hugging Face's RMSNorm): 4 bytes
   // per element of every norm input.
   auto upcast = [&](double norm_elements) { return 4 * T * norm_elements; };
