@@ -42,7 +42,9 @@
 // so each norm keeps 4 + D bytes per input element where the count above charges the D-byte
 // input: 4 more per element (rms_upcast_bytes), whatever D is (in fp32 the cast is the input
 // itself and the normalized copy is 4 bytes); with the norm's weight frozen (LoRA) the weight's
-// multiply saves nothing, so 4 - D more. Liger's RMSNorm (LigerRMSNorm) keeps its D-byte input
+// multiply saves nothing, so 4 - D more. Gemma's RMSNorm (output * (1.0 + weight.float()) before
+// type_as) and OLMo-2's ((weight * hidden_states).to(input_dtype)) apply the weight to the fp32
+// normalized tensor, which its multiply saves: 8 - D more with a trained weight. Liger's RMSNorm (LigerRMSNorm) keeps its D-byte input
 // and one fp32 rstd per row, the count above.
 //
 // Everything below that is not a stored tensor of the paper's count is an estimate (reference §8
@@ -75,7 +77,11 @@ bool norms_train(const Layer& layer) {
 // its input and per-row fp32 mean and rstd).
 double rms_upcast_bytes(const ModelShape& m, const Layer& layer, const ActivationOptions& options) {
   if (m.norm != Norm::kRmsNorm || options.fused_rmsnorm) return 0.0;
-  return 4.0 - (norms_train(layer) ? 0.0 : static_cast<double>(options.dtype_bytes));
+  const double d = static_cast<double>(options.dtype_bytes);
+  if (!norms_train(layer)) return 4.0 - d;
+  // Gemma's and OLMo-2's norms multiply the weight into the fp32 normalized tensor, which that
+  // multiply saves (4 bytes, not D): 4 + 4 - D.
+  return m.rms_code == RmsNormCode::kLlama ? 4.0 : 8.0 - d;
 }
 
 }  // namespace

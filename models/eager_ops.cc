@@ -16,9 +16,25 @@ namespace {
 //     its product with the gradient 8 + 4; the fp32 input's two gradients added 8 + 4; the
 //     first cast's 4 + 2. (The weight's gradient is counted when it is frozen too, 8 of 84.)
 // Liger-Kernel's LigerRMSNorm is one kernel each way: x in, y out (4) and x, dy in, dx out (6).
-// Gemma's and OLMo-2's norms multiply the weight in fp32 (40 bytes forward): counted as Llama's.
 constexpr double kRmsForward = 36, kRmsBackward = 84;
 constexpr int kRmsKernels = 8, kRmsBackwardKernels = 14;
+
+// Gemma's RMSNorm (GemmaRMSNorm.forward, also Gemma-2's and Gemma-3's): self._norm(x.float()),
+// then output * (1.0 + self.weight.float()) and output.type_as(x): the weight is applied in fp32
+// before the cast back. Per element of a 16-bit input:
+//   forward, 10 kernels, 40 bytes: float 2 + 4; pow 4 + 4; mean 4; + eps and rsqrt (per row);
+//     x * rsqrt 4 + 4; weight.float() and 1 + weight (per weight element); output * (1 + w)
+//     4 + 4; type_as 4 + 2.
+//   backward, 16 kernels, 96 bytes: type_as's 2 + 4; the weight's multiply, grad * (1 + w) 4 + 4,
+//     the weight's gradient grad * output 4 + 4 + 4 and its sum over tokens 4, then the two
+//     per-weight kernels of the float and the add; x * rsqrt's as Llama's, 8, 12 and 4; rsqrt's
+//     and the add's (per row); mean's expand 4; pow's 8 and 12; the fp32 input's two gradients
+//     added 12; the first cast's 4 + 2.
+// OLMo-2's (Olmo2RMSNorm.forward, OLMo-3's): (self.weight * hidden_states).to(input_dtype) on the
+// fp32 normalized tensor, the same bytes without Gemma's two per-weight kernels each way.
+constexpr double kRmsFp32WeightForward = 40, kRmsFp32WeightBackward = 96;
+constexpr int kGemmaRmsKernels = 10, kGemmaRmsBackwardKernels = 16;
+constexpr int kOlmo2RmsKernels = 8, kOlmo2RmsBackwardKernels = 14;
 
 // Hugging Face's rotary, apply_rotary_pos_emb with rotate_half (Llama's, copied by the rotary
 // families), per element of Q and of K, 16-bit:
@@ -58,12 +74,25 @@ constexpr int kGeluFormulaKernels = 8, kGeluFormulaBackwardKernels = 11;
 
 }  // namespace
 
-void set_rms_norm(ComputeOp& op, int64_t row) {
+void set_rms_norm(ComputeOp& op, int64_t row, RmsNormCode code) {
   const double w = static_cast<double>(row);
-  op.bytes_per_token = kRmsForward * w;
-  op.backward_bytes_per_token = kRmsBackward * w;
-  op.kernels = kRmsKernels;
-  op.backward_kernels = kRmsBackwardKernels;
+  switch (code) {
+    case RmsNormCode::kLlama:
+      op.bytes_per_token = kRmsForward * w;
+      op.backward_bytes_per_token = kRmsBackward * w;
+      op.kernels = kRmsKernels;
+      op.backward_kernels = kRmsBackwardKernels;
+      break;
+    case RmsNormCode::kGemma:
+    case RmsNormCode::kOlmo2: {
+      const bool gemma = code == RmsNormCode::kGemma;
+      op.bytes_per_token = kRmsFp32WeightForward * w;
+      op.backward_bytes_per_token = kRmsFp32WeightBackward * w;
+      op.kernels = gemma ? kGemmaRmsKernels : kOlmo2RmsKernels;
+      op.backward_kernels = gemma ? kGemmaRmsBackwardKernels : kOlmo2RmsBackwardKernels;
+      break;
+    }
+  }
   op.fused = {FusedBy::kLiger, 4.0 * w, 6.0 * w, 1};
 }
 

@@ -11,9 +11,10 @@
 
 namespace zplan::models::internal {
 
-// Makes `op` (a memory-bound op) Hugging Face's RMSNorm over `row` elements per token (LlamaRMSNorm's chain), with
-// Liger's LigerRMSNorm as its fused kernel.
-void set_rms_norm(ComputeOp& op, int64_t row);
+// Makes `op` (a memory-bound op) Hugging Face's RMSNorm over `row` elements per token, the chain
+// of the family's `code` (LlamaRMSNorm's, GemmaRMSNorm's or Olmo2RMSNorm's), with Liger's
+// LigerRMSNorm as its fused kernel.
+void set_rms_norm(ComputeOp& op, int64_t row, RmsNormCode code);
 
 // The rotary embedding on `width` elements of the queries and keys per token (the op named
 // "rotary", split under AutoTP): Hugging Face's apply_rotary_pos_emb with Liger's kernel as its

@@ -457,6 +457,13 @@ ModelShape decoder(const JsonReader& r, const DecoderType& t, int transformers_m
   // GptOssAttention.sinks: one logit per head joined to every row of the scores.
   s.attention_sinks = type == "gpt_oss";
   s.qk_norm = t.qk_norm;
+  // GemmaRMSNorm (Gemma2RMSNorm, Gemma3RMSNorm alike) and Olmo2RMSNorm (Olmo3RMSNorm is it)
+  // apply the weight in fp32; the other families' norms are LlamaRMSNorm's.
+  if (type == "gemma" || type == "gemma2" || type == "gemma3_text") {
+    s.rms_code = RmsNormCode::kGemma;
+  } else if (type == "olmo2" || type == "olmo3") {
+    s.rms_code = RmsNormCode::kOlmo2;
+  }
   // Glm4MoeAttention: q_norm and k_norm of width head_dim on each head when use_qk_norm.
   if (type == "glm4_moe" && flag(r, "use_qk_norm", false)) s.qk_norm = QkNorm::kPerHead;
   // Llama 4's qk norm (Llama4TextL2Norm) has no weight and changes no count, but the key is

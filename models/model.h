@@ -36,6 +36,11 @@ enum class Family {
 };
 
 enum class Norm { kLayerNorm, kRmsNorm };
+// Which Hugging Face RMSNorm code a family runs (models/eager_ops.cc counts each): Llama's
+// (LlamaRMSNorm, copied by most families) multiplies the weight after the cast back to the input
+// dtype; Gemma's (GemmaRMSNorm, Gemma-2, Gemma-3) by (1 + weight) in fp32 before it; OLMo-2's
+// (Olmo2RMSNorm, OLMo-3) by the weight in fp32 before it.
+enum class RmsNormCode { kLlama, kGemma, kOlmo2 };
 // kSwiglu is any gated MLP (SwiGLU, GeGLU): act(gate(x)) * up(x), then down.
 enum class Activation { kGelu, kRelu, kSwiglu };
 // Norms on the queries and keys before rotary: none; one RMSNorm of width head_dim shared by all
@@ -75,6 +80,7 @@ struct ModelShape {
   bool pre_norm = true;           // false: norms after each residual add (OPT-350m)
   bool final_norm = true;         // false: no norm before the LM head (OPT-350m)
   Norm norm = Norm::kLayerNorm;
+  RmsNormCode rms_code = RmsNormCode::kLlama;  // with norm kRmsNorm
   Activation activation = Activation::kGelu;
   // The GeLU is transformers' tanh formula in Python (NewGELUActivation for "gelu_new", GPT-2's
   // and GPT-J's default; FastGELUActivation and AccurateGELUActivation alike): an eager chain of

@@ -71,6 +71,9 @@ class LayerBuilder {
     layer_.ops.push_back(op);
   }
 
+  // The RMSNorm code of the family (ModelShape::rms_code) its norms run.
+  RmsNormCode rms_code = RmsNormCode::kLlama;
+
   // Marks the last op as working on tensor-parallel-split activations (TpSplit::kSplit).
   void split_last_op() { layer_.ops.back().tp = TpSplit::kSplit; }
 
@@ -116,7 +119,7 @@ class LayerBuilder {
       return;
     }
     memory_op(name, 0, index);
-    internal::set_rms_norm(layer_.ops.back(), row);
+    internal::set_rms_norm(layer_.ops.back(), row, rms_code);
   }
 
   // Rotary position embedding on `width` elements of the queries and keys per token
@@ -297,6 +300,7 @@ class TransformerBuilder {
     for (int64_t i = 0; i < s_.layers; ++i) layers.push_back(block(i));
     if (s_.final_norm) {
       LayerBuilder b("final_norm", LayerKind::kFinalNorm, false);
+      b.rms_code = s_.rms_code;
       b.norm(n_.final_norm, s_.hidden, s_.norm);
       layers.push_back(b.take());
     }
@@ -321,6 +325,7 @@ class TransformerBuilder {
     const std::string p = prefix + ".";
     const bool moe = s_.moe_layer(i);
     LayerBuilder b(prefix, LayerKind::kBlock, /*checkpointed=*/true);
+    b.rms_code = s_.rms_code;
     if (moe) b.set_moe_block();
     // Post-add norms (OPT-350m): pre_norm false without sublayer-output norms.
     const bool post_add = !s_.pre_norm && !s_.post_sublayer_norm;

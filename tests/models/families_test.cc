@@ -561,17 +561,21 @@ TEST_CASE("block activations follow each family's tensors", "[models]") {
   // RMSNorm families also keep each norm input's fp32 copy (Hugging Face's RMSNorm): 4 bytes
   // per element of every norm input.
   auto upcast = [&](double norm_elements) { return 4 * T * norm_elements; };
+  // Gemma's and OLMo-2's norms apply the weight to the fp32 normalized tensor and save it: 4 + 4
+  // bytes where the count charges 2.
+  auto upcast_fp32_weight = [&](double norm_elements) { return 6 * T * norm_elements; };
   // Gemma-2: four norms keep their inputs (4h), two GEMM inputs (2h), Q + K + V, output, 4f.
   Model gemma = load_model(data_path("gemma-2-9b.json"));
   const double A = 16 * 256, G = 8 * 256;
   CHECK(gemma.layer_activations(1, 1024, 1, o).stored_bytes ==
-        Approx(stored(gemma, 6 * 3584.0 + A + 2 * G + A + 4 * 14336.0) + upcast(4 * 3584.0)));
+        Approx(stored(gemma, 6 * 3584.0 + A + 2 * G + A + 4 * 14336.0) +
+               upcast_fp32_weight(4 * 3584.0)));
   // OLMo-2: two post-sublayer norms (2h), the GEMMs read the residual stream (2h), q/k norms
   // keep their inputs (A + G).
   Model olmo = load_model(data_path("OLMo-2-1124-7B.json"));
   CHECK(olmo.layer_activations(1, 1024, 1, o).stored_bytes ==
         Approx(stored(olmo, 4 * 4096.0 + 4 * 4096.0 + 2 * 4096.0 + 4 * 11008.0) +
-               upcast(2 * 4096.0 + 2 * 4096.0)));
+               upcast_fp32_weight(2 * 4096.0 + 2 * 4096.0)));
   // DeepSeek-V2-Lite's dense block: Q and K a*(nope + rope), V and output a*v, the kv latent's
   // norm input and output and the rope key (2*512 + 64); the norms read 2h and the kv latent.
   Model ds = load_model(data_path("DeepSeek-V2-Lite.json"));

@@ -1,5 +1,6 @@
 // Model structure (layers, modules, tensors, ops), forward FLOPs and build_model's checks.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -299,6 +300,33 @@ TEST_CASE("Hugging Face's RMSNorm and rotary are eager chains with Liger's kerne
   // Liger's SwiGLU: the product's kernel does the SiLU's work.
   CHECK(op("silu").fused.kernels == 0);
   CHECK(op("gate_mul").fused.kernels == 1);
+}
+
+TEST_CASE("Gemma's and OLMo-2's RMSNorms apply the weight in fp32", "[models]") {
+  // GemmaRMSNorm: output * (1.0 + weight.float()) before type_as, 10 kernels and 40 bytes an
+  // element forward, 16 and 96 backward; Olmo2RMSNorm: (weight * x).to(input_dtype), the same
+  // bytes without the two per-weight kernels each way (models/eager_ops.cc).
+  auto norm_of = [](const std::string& file, const std::string& name) {
+    const Model m = load_model(testing::data_path(file));
+    for (const ComputeOp& o : m.layers()[1].ops) {
+      if (o.name.ends_with(name)) return std::make_pair(o, m.shape().hidden);
+    }
+    FAIL("no op " << name << " in " << file);
+    return std::make_pair(ComputeOp{}, int64_t{0});
+  };
+  const auto [gemma, gh] = norm_of("gemma-2-9b.json", ".0.input_layernorm");
+  CHECK(gemma.kernels == 10);
+  CHECK(gemma.bytes_per_token == 40.0 * static_cast<double>(gh));
+  CHECK(gemma.backward_kernel_count() == 16);
+  CHECK(gemma.backward_bytes() == 96.0 * static_cast<double>(gh));
+  const auto [olmo, oh] = norm_of("OLMo-2-1124-7B.json", ".0.post_attention_layernorm");
+  CHECK(olmo.kernels == 8);
+  CHECK(olmo.bytes_per_token == 40.0 * static_cast<double>(oh));
+  CHECK(olmo.backward_kernel_count() == 14);
+  CHECK(olmo.backward_bytes() == 96.0 * static_cast<double>(oh));
+  // Liger's one kernel replaces either.
+  CHECK(gemma.fused.by == FusedBy::kLiger);
+  CHECK(olmo.fused.bytes_per_token == 4.0 * static_cast<double>(oh));
 }
 
 }  // namespace
