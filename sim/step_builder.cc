@@ -507,7 +507,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   const bool nvme_params = z.offload_param.device == OffloadDevice::kNvme;
   const int groups = sizes_.sub_groups;
   const int first_cpu = offload ? static_cast<int>((1 - opt.ratio) * groups) : groups;
-  TaskId prev_read = kNoTaskId, prev_write = kNoTaskId;
+  TaskId prev_read = kNoTaskId, prev_write = kNoTaskId, prev_copy = kNoTaskId;
   TaskId last = kNoTaskId;
   // stage3.py step(): overflow check and norm over the flat gradient partitions (one tensor per
   // sub-group), unscale_and_clip_grads per sub-group; with offload the norms were taken on the
@@ -549,6 +549,10 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
     TaskId at = step_task(c, adam, g, read);
     // Without pipeline_write, a sub-group's update waits for the previous write-back.
     if (nvme && !opt.pipeline_write && prev_write != kNoTaskId) c.g->depend(at, prev_write);
+    // step() walks the sub-groups on one Python thread, and the copy of the new 16-bit
+    // parameters to the GPU below is a blocking copy_: the next sub-group's update starts after
+    // it returns.
+    if (prev_copy != kNoTaskId) c.g->depend(at, prev_copy);
     last = at;
     if (nvme) {
       prev_write = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite,
@@ -563,6 +567,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
       // GPU: pageable whatever pin_memory says.
       last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, HostSide::kPageableTemporary),
                        g, at);
+      prev_copy = last;
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.
       last = step_task(c, copy_task(TaskKind::kNvmeWrite, Resource::kNvmeWrite, p * S), g, at);

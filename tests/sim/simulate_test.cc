@@ -235,6 +235,18 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     // cross-dtype copy_ comes from a pageable temporary, on the compute stream, pinned or not.
     CHECK(run(none, z2, 8).resources[static_cast<int>(Resource::kH2D)].busy_s > 0);
     CHECK(run(none, z3, 8).resources[static_cast<int>(Resource::kH2D)].busy_s == 0);
+    // step() walks stage 3's sub-groups on one thread: each update waits for the previous
+    // sub-group's blocking copy, so the step holds every update and every copy end to end.
+    const std::string groups = zero_json(
+        3, R"(, "sub_group_size": 1000, "offload_optimizer": {"device": "cpu", "pin_memory": true})",
+        4);
+    const ZeroSizes zg = zero_sizes(model, 8, config(groups, 8));
+    REQUIRE(zg.sub_groups > 2);
+    double copies = 0;
+    for (double e : zg.sub_group_sizes) copies += hardware::pageable_copy_time_s(p, 2 * e, true, 8);
+    const StepResult r = run(none, groups, 8);
+    CHECK(r.optimizer_step_s >=
+          r.resources[static_cast<int>(Resource::kCpuOptimizer)].busy_s + copies - 1e-12);
   }
   SECTION("oversubscribed CPU Adam threads slow the CPU step in proportion") {
     hardware::FrameworkSpec f;
