@@ -44,8 +44,8 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
                  "standard (logits materialized, upcast to fp32), no-upcast (the loss on the "
                  "16-bit logits, as transformers' GPT-2 before the upcast), fused (a fused "
                  "linear + cross-entropy kernel such as Liger's) or liger (Liger-Kernel's "
-                 "patches: the fused loss and its SwiGLU, RMSNorm and rotary kernels) (default: "
-                 "standard)");
+                 "patches: the fused loss and its SwiGLU, RMSNorm and rotary kernels; for the "
+                 "model types Liger patches) (default: standard)");
   app.add_option("--transformers", o.transformers,
                  "the transformers release the training runs, 5 or 4 (or a version such as "
                  "4.57.1): it lays out a mixture of experts (5: the experts' 3D tensors in one "
@@ -293,6 +293,12 @@ sim::Workload resolve_workload(const SetupOptions& o, const models::Model& model
     }
   }
   const std::string loss = ascii_lower(o.loss);
+  if (loss == "liger" && !model.shape().liger) {
+    throw InputError("--loss", "liger: Liger-Kernel has no patch for " + model.shape().name +
+                                   "'s model type (use_liger_kernel leaves it unpatched, with a "
+                                   "warning); plan it with --loss standard, or --loss fused if "
+                                   "your code calls LigerFusedLinearCrossEntropyLoss itself");
+  }
   if (loss == "fused" || loss == "liger") {
     w.fused_loss = true;
     w.fused_swiglu = loss == "liger";

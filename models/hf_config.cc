@@ -117,6 +117,21 @@ constexpr const char* kSupported =
 // The MLP's activation under `key` (transformers' ACT2FN names): ReLU, or a GeLU, which
 // "gelu_new", "gelu_fast" and "gelu_accurate" compute as a Python formula (ModelShape::
 // gelu_formula).
+// The model types zplan reads that Liger-Kernel patches: the keys of MODEL_TYPE_TO_APPLY_LIGER_FN
+// (liger_kernel/transformers/monkey_patch.py, linkedin/Liger-Kernel of 2026-08-21), which its
+// Trainer integration (use_liger_kernel) and AutoLigerKernelForCausalLM look the config's
+// model_type up in; any other type is left unpatched with a warning.
+bool liger_patches(const std::string& type) {
+  static constexpr const char* kLigerTypes[] = {
+      "llama",  "mistral", "qwen2",   "qwen3",   "qwen3_moe", "mixtral",     "gemma",
+      "gemma2", "gemma3_text", "phi3", "olmo2",  "olmo3",     "glm4",        "granite",
+      "smollm3", "exaone4", "gpt_oss", "llama4_text"};
+  for (const char* t : kLigerTypes) {
+    if (type == t) return true;
+  }
+  return false;
+}
+
 void read_activation(const JsonReader& r, ModelShape& s, const char* key, const char* fallback) {
   std::string name = r.optional_string(key).value_or(fallback);
   s.activation = name.find("relu") != std::string::npos ? Activation::kRelu : Activation::kGelu;
@@ -671,6 +686,7 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
            "unsupported model_type \"" + type + "\"; supported: " + std::string(kSupported));
   }
   shape.name = model_name(r, file);
+  shape.liger = liger_patches(type);
   return build_model(shape, file);
 }
 

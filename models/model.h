@@ -81,6 +81,11 @@ struct ModelShape {
   bool final_norm = true;         // false: no norm before the LM head (OPT-350m)
   Norm norm = Norm::kLayerNorm;
   RmsNormCode rms_code = RmsNormCode::kLlama;  // with norm kRmsNorm
+  // Liger-Kernel patches the family (its model_type is a key of MODEL_TYPE_TO_APPLY_LIGER_FN in
+  // liger_kernel/transformers/monkey_patch.py): --loss liger runs its RMSNorm, rotary and SwiGLU
+  // kernels (ComputeOp::fused by kLiger). A family it does not patch (Qwen v1's remote code,
+  // GPT-2, DeepSeek-V2/V3, ...) runs unpatched under use_liger_kernel.
+  bool liger = false;
   Activation activation = Activation::kGelu;
   // The GeLU is transformers' tanh formula in Python (NewGELUActivation for "gelu_new", GPT-2's
   // and GPT-J's default; FastGELUActivation and AccurateGELUActivation alike): an eager chain of

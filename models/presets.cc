@@ -43,6 +43,7 @@ ModelShape family_defaults(Family family) {
     case Family::kLlama:
       s.norm = Norm::kRmsNorm;
       s.activation = Activation::kSwiglu;
+      s.liger = true;  // the llama presets; a config's model_type decides (hf_config.cc)
       s.tied_embeddings = false;
       s.dropout = false;
       s.default_seq_len = 4096;

@@ -344,6 +344,29 @@ TEST_CASE("Qwen v1: both spellings of QWenConfig, its split, its biases and use_
         "config.json: /intermediate_size: missing (expected an integer)");
 }
 
+TEST_CASE("Liger-Kernel patches the model types its MODEL_TYPE_TO_APPLY_LIGER_FN lists", "[models]") {
+  // liger_kernel/transformers/monkey_patch.py: what use_liger_kernel looks the model_type up in.
+  for (const char* file : {"Llama-3.2-1B.json", "Qwen2-7B.json", "Qwen3-8B.json",
+                           "Qwen3-30B-A3B.json", "gemma-2-9b.json", "OLMo-2-1124-7B.json",
+                           "Olmo-3-1025-7B.json", "Phi-3-mini-4k-instruct.json",
+                           "GLM-4-9B-0414.json", "granite-3.1-8b-instruct.json", "SmolLM3-3B.json",
+                           "EXAONE-4.0-32B.json", "gpt-oss-20b.json"}) {
+    INFO(file);
+    CHECK(load_model(data_path(file)).shape().liger);
+  }
+  // Not patched: Qwen v1's remote code, Qwen1.5-MoE, DeepSeek-V2/V3, GLM-4.5, OLMoE, ERNIE,
+  // Seed-OSS, GPT-2-style, GPT-J, GPT-NeoX, OPT.
+  for (const char* file : {"Qwen-7B.json", "Qwen1.5-MoE-A2.7B.json", "DeepSeek-V2-Lite.json",
+                           "DeepSeek-R1.json", "GLM-4.5-Air.json", "OLMoE-1B-7B-0924.json",
+                           "ERNIE-4.5-0.3B-PT.json", "Seed-OSS-36B-Instruct.json",
+                           "gpt-j-6b.json", "gpt-neox-20b.json", "opt-1.3b.json"}) {
+    INFO(file);
+    CHECK_FALSE(load_model(data_path(file)).shape().liger);
+  }
+  CHECK(load_model("llama3-8b").shape().liger);
+  CHECK_FALSE(load_model("20b").shape().liger);
+}
+
 TEST_CASE("Gemma-2's soft-capping: Gemma2Config's defaults, null turns one off", "[models]") {
   // Gemma2Config: attn_logit_softcapping 50.0, final_logit_softcapping 30.0.
   const std::string base = R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2,
