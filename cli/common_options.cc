@@ -436,9 +436,9 @@ sim::DsConfig config_from_flags(const SetupOptions& o, const sim::ParseContext& 
 // NVMe parameter offload: every swapped tensor's per-rank slice must fit one swap buffer, or
 // DeepSpeed stops at zero.Init (partitioned_param_swapper.py get_buffer: "More elements ... than
 // buffer size"). ZeRO flags leave buffer_size to zplan, which sizes it as plan does; a file's own
-// value is kept and, when too small, gets a note.
+// value is kept and, when too small, refused: that run never reaches its first step.
 void check_param_swap_buffers(const SetupOptions& o, const models::Model& model, int dp,
-                              sim::DsConfig& config, std::vector<std::string>& notes) {
+                              sim::DsConfig& config) {
   sim::OffloadParamConfig& prm = config.zero.offload_param;
   if (config.zero.stage != 3 || prm.device != sim::OffloadDevice::kNvme) return;
   if (o.ds_config.empty()) {
@@ -447,13 +447,13 @@ void check_param_swap_buffers(const SetupOptions& o, const models::Model& model,
   }
   const int64_t slice = sim::largest_swapped_param_slice(model, dp, config);
   if (slice > prm.buffer_size) {
-    notes.push_back(json_location(o.ds_config, "/zero_optimization/offload_param/buffer_size") +
-                    strformat(" is %lld elements, but the largest tensor's slice per GPU is %lld: "
-                              "DeepSpeed stops at zero.Init (\"More elements %lld than buffer "
-                              "size\"); set it to at least %lld",
-                              static_cast<long long>(prm.buffer_size),
-                              static_cast<long long>(slice), static_cast<long long>(slice),
-                              static_cast<long long>(slice)));
+    throw InputError(json_location(o.ds_config, "/zero_optimization/offload_param/buffer_size"),
+                     strformat("%lld elements, less than the largest tensor's slice per GPU, %lld: "
+                               "DeepSpeed stops at zero.Init (\"More elements %lld than buffer "
+                               "size\"); set it to at least %lld",
+                               static_cast<long long>(prm.buffer_size),
+                               static_cast<long long>(slice), static_cast<long long>(slice),
+                               static_cast<long long>(slice)));
   }
 }
 
@@ -571,7 +571,7 @@ Setup resolve_setup(const SetupOptions& o) {
     shard = models::tensor_parallel_shard(model, workload.tensor_parallel);
   }
   check_param_swap_buffers(o, shard ? *shard : model, sim::data_parallel_ranks(cluster, workload),
-                           config, notes);
+                           config);
   if (std::string note = sim::zeropp_mics_note(config.zero, cluster); !note.empty()) {
     notes.push_back(note);
   }

@@ -76,6 +76,30 @@ TEST_CASE("a ds_config with \"stage\": \"auto\" runs the Trainer's ZeRO-2, and s
   CHECK(both.err.find("only --stage") != std::string::npos);
 }
 
+TEST_CASE("an NVMe swap buffer smaller than a tensor's slice is refused: DeepSpeed stops at "
+          "zero.Init", "[cli]") {
+  // llama3-8b's embedding, 128256 x 4096 = 525,336,576 elements, on one GPU does not fit
+  // DeepSpeed's default buffer_size of 1e8 (partitioned_param_swapper.py get_buffer).
+  TempFile nvme(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"},
+      "offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_size": 1e8}}})",
+                "nvme.json");
+  for (const char* cmd : {"simulate", "memory"}) {
+    INFO(cmd);
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model llama3-8b --gpus 1 --hw h100 --ds-config " +
+                  nvme.path),
+        1,
+        "/zero_optimization/offload_param/buffer_size: 100000000 elements, less than the largest "
+        "tensor's slice per GPU, 525336576: DeepSpeed stops at zero.Init");
+  }
+  // The same job from flags: zplan sizes the buffer, as plan writes it.
+  CHECK(run_zplan("memory --model llama3-8b --gpus 1 --hw h100 --stage 3 --offload-optimizer nvme "
+                  "--offload-param nvme")
+            .exit_code == 0);
+}
+
 TEST_CASE("the help's exit codes say that only plan exits 3 when nothing fits", "[cli]") {
   for (const char* cmd : {"", "memory ", "simulate ", "plan "}) {
     RunResult r = run_zplan(std::string(cmd) + "--help");
