@@ -199,9 +199,12 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& name,
       size_t before = offset;
       while (before > 0 && std::isspace(static_cast<unsigned char>(text[before - 1]))) --before;
       if (before > 0 && text[before - 1] == ',') {
+        // DeepSpeed reads a config path with hjson, which skips it; the Hugging Face Trainer
+        // (HfDeepSpeedConfig) and Accelerate read the file with json.load, which does not.
         detail += " (a trailing comma before '" + std::string(1, text[offset]) +
-                  "': JSON allows none, and Python's json module, which DeepSpeed and "
-                  "transformers read files with, refuses it too)";
+                  "': JSON allows none; the Hugging Face Trainer and Accelerate read the file "
+                  "with Python's json module, which refuses it, though DeepSpeed's own hjson "
+                  "reader skips it: remove it)";
       }
     }
     throw InputError(name, "line " + std::to_string(line) + ", column " +
