@@ -517,10 +517,27 @@ void read_leaf_module_block(const ZeroReader& zr, ZeroConfig& z, Errors& errors)
   });
 }
 
-void read_offload_blocks(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
+// An offload block's "device": "auto" is dropped by DeepSpeed's pydantic model (so "none"), and
+// filled by Accelerate from its config's offload_optimizer_device / offload_param_device (default
+// none); the Hugging Face Trainer alone leaves it. Say so, as the other "auto" fills are said.
+void note_auto_device(const ZeroReader& zr, std::string_view block, const ParseContext& context,
+                      const Locator& locator) {
+  if (context.notes == nullptr) return;
+  const JsonReader b = zr.r.child(zr.key(block));
+  if (!b.is_auto("device")) return;
+  context.notes->push_back(
+      locator.at(kZ + std::string(block) + "/device") +
+      " is \"auto\": planned as \"none\", as DeepSpeed drops it and Accelerate fills it from "
+      "its config's " + std::string(block) + "_device (default none); give \"cpu\" or \"nvme\" "
+      "(or --offload-* without the file) to plan an offload");
+}
+
+void read_offload_blocks(const ZeroReader& zr, const ParseContext& context,
+                         const Locator& locator, ZeroConfig& z, Errors& errors) {
   errors.step([&] {
     if (zr.b.object(zr.key("offload_param"), Null::kMeansDefault)) {
       z.offload_param = read_offload_param(zr.r.child(zr.key("offload_param")), errors);
+      note_auto_device(zr, "offload_param", context, locator);
     }
   });
   errors.step([&] {
@@ -529,6 +546,7 @@ void read_offload_blocks(const ZeroReader& zr, ZeroConfig& z, Errors& errors) {
       z.offload_optimizer =
           read_offload_optimizer(zr.r.child(zr.key("offload_optimizer")), z.stage, extras, errors);
       if (!extras.is_null()) z.other["offload_optimizer"] = std::move(extras);
+      note_auto_device(zr, "offload_optimizer", context, locator);
     }
   });
 }
@@ -589,7 +607,7 @@ ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& con
   errors.step([&] { fill_trainer_autos(zr, context, z); });
   read_passthrough_keys(zr, z, errors);
   errors.step([&] { read_deprecated_keys(zr, locator, z); });
-  read_offload_blocks(zr, z, errors);
+  read_offload_blocks(zr, context, locator, z, errors);
   read_leaf_module_block(zr, z, errors);
   resolve_as_the_engine_does(zr, context, z);
   return z;

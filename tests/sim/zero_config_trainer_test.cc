@@ -166,6 +166,30 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("an offload block's \"device\": \"auto\" is none, with a note", "[zero_config]") {
+  // DeepSpeed's pydantic model drops the "auto"; Accelerate fills it from its
+  // offload_optimizer_device / offload_param_device, "none" by default.
+  std::vector<std::string> notes;
+  ParseContext context = context8();
+  context.notes = &notes;
+  const json bf16 = {{"bf16", {{"enabled", true}}}};
+  const DsConfig c = parse(merged(with_zero({{"stage", 3},
+                                             {"offload_optimizer", {{"device", "auto"}}},
+                                             {"offload_param", {{"device", "auto"}}}}),
+                                  bf16),
+                           context);
+  CHECK(c.zero.offload_optimizer.device == OffloadDevice::kNone);
+  CHECK(c.zero.offload_param.device == OffloadDevice::kNone);
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].starts_with("t.json: /zero_optimization/offload_param/device is \"auto\": "
+                             "planned as \"none\""));
+  CHECK(notes[1].find("offload_optimizer_device (default none)") != std::string::npos);
+  notes.clear();
+  parse(merged(with_zero({{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}}), bf16),
+        context);
+  CHECK(notes.empty());
+}
+
 TEST_CASE("a \"stage\": \"auto\" is the Trainer's stage 2, or --stage, with a note",
           "[zero_config]") {
   std::vector<std::string> notes;
