@@ -539,6 +539,15 @@ Setup resolve_setup(const SetupOptions& o) {
                     "): planned as asked; the model was not trained on such sequences unless "
                     "its rope_scaling or a long-context checkpoint extends them");
   }
+  if (!model.shape().quant_method.empty()) {
+    // A quantized checkpoint (gpt-oss's mxfp4, DeepSeek-V3's fp8): training loads it
+    // dequantized (Mxfp4Config(dequantize=True), or a bf16 copy), which is what zplan plans.
+    notes.push_back(model.name() + "'s config has a quantization_config (quant_method \"" +
+                    model.shape().quant_method +
+                    "\"): planned with every weight in the training precision, as a run that "
+                    "loads the checkpoint dequantized trains it; a base kept quantized (QLoRA's "
+                    "4-bit weights, FP8 training) is not modelled");
+  }
   if (model.shape().dense_experts) {
     // Llama4TextMoe (docs/models.md, "Mixture of experts"): what makes its activations and its
     // step large is worth a line wherever it is planned.

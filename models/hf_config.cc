@@ -687,6 +687,10 @@ Model model_from_hf_config(const nlohmann::json& config, const std::string& file
   }
   shape.name = model_name(r, file);
   shape.liger = liger_patches(type);
+  if (const auto q = config.find("quantization_config"); q != config.end() && q->is_object()) {
+    const auto m = q->find("quant_method");
+    shape.quant_method = m != q->end() && m->is_string() ? m->get<std::string>() : "unnamed";
+  }
   return build_model(shape, file);
 }
 

@@ -86,6 +86,10 @@ struct ModelShape {
   // kernels (ComputeOp::fused by kLiger). A family it does not patch (Qwen v1's remote code,
   // GPT-2, DeepSeek-V2/V3, ...) runs unpatched under use_liger_kernel.
   bool liger = false;
+  // The checkpoint's quantization_config quant_method ("mxfp4", "fp8", "bitsandbytes", ...;
+  // empty: none). zplan plans every weight in the training precision whatever it says
+  // (ModelShape carries it so that the plan can say so).
+  std::string quant_method;
   Activation activation = Activation::kGelu;
   // The GeLU is transformers' tanh formula in Python (NewGELUActivation for "gelu_new", GPT-2's
   // and GPT-J's default; FastGELUActivation and AccurateGELUActivation alike): an eager chain of

@@ -76,6 +76,17 @@ TEST_CASE("a ds_config with \"stage\": \"auto\" runs the Trainer's ZeRO-2, and s
   CHECK(both.err.find("only --stage") != std::string::npos);
 }
 
+TEST_CASE("a quantized checkpoint is planned in the training precision, and says so", "[cli]") {
+  RunResult r = run_zplan("memory --model " + std::string(ZPLAN_SOURCE_DIR) +
+                          "/tests/models/data/gpt-oss-20b.json --gpus 8 --hw h100 --stage 3");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("quantization_config (quant_method \"mxfp4\"): planned with every weight in "
+                   "the training precision") != std::string::npos);
+  CHECK(run_zplan("memory --model llama3-8b --gpus 8 --hw h100 --stage 3").err.find(
+            "quantization_config") == std::string::npos);
+}
+
 TEST_CASE("an NVMe swap buffer smaller than a tensor's slice is refused: DeepSpeed stops at "
           "zero.Init", "[cli]") {
   // llama3-8b's embedding, 128256 x 4096 = 525,336,576 elements, on one GPU does not fit

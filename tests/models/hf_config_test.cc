@@ -367,6 +367,12 @@ TEST_CASE("Liger-Kernel patches the model types its MODEL_TYPE_TO_APPLY_LIGER_FN
   CHECK_FALSE(load_model("20b").shape().liger);
 }
 
+TEST_CASE("a quantized checkpoint's quant_method is kept for the plan to name", "[models]") {
+  CHECK(load_model(data_path("gpt-oss-20b.json")).shape().quant_method == "mxfp4");
+  CHECK(load_model(data_path("DeepSeek-R1.json")).shape().quant_method == "fp8");
+  CHECK(load_model(data_path("Llama-3.2-1B.json")).shape().quant_method.empty());
+}
+
 TEST_CASE("Gemma-2's soft-capping: Gemma2Config's defaults, null turns one off", "[models]") {
   // Gemma2Config: attn_logit_softcapping 50.0, final_logit_softcapping 30.0.
   const std::string base = R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2,
