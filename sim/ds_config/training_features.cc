@@ -1,11 +1,12 @@
 // The top-level ds_config blocks that change the training job itself -- what runs, on which
 // tokens, in which precision -- rather than how ZeRO stores and moves it: the hybrid engine,
 // torch autocast, progressive layer drop, data efficiency (random-LTD, curriculum, dynamic
-// batching), legacy curriculum learning and the pipeline engine's block. zplan models none of
+// batching), legacy curriculum learning, AutoEP's expert parallelism and the pipeline engine's
+// block. zplan models none of
 // them, so an enabled one is refused as "not modelled: <feature>" (or with DeepSpeed's own reason
 // where DeepSpeed refuses it first); a disabled one is accepted and kept for writing back.
-// Sources: deepspeed/runtime/config.py, engine.py, data_pipeline/config.py and torch_autocast.py
-// at v0.19.5.
+// Sources: deepspeed/runtime/config.py, engine.py, data_pipeline/config.py, torch_autocast.py and
+// module_inject/auto_ep_config.py at v0.19.5.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -159,6 +160,23 @@ void reject_legacy_curriculum(const JsonReader& top) {
   }
 }
 
+// expert_parallel (get_expert_parallel_config -> auto_ep_config.py parse_autoep_config, a plain
+// dict; null or {} is the default, off): with "enabled" the engine's _configure_expert_parallel
+// replaces each MoE block by an AutoEP layer whose ranks of an autoep_size group each hold
+// experts / autoep_size of its routed experts and exchange the routed tokens by all-to-all. zplan
+// plans every rank holding every expert (ZeRO partitions them like any parameter), so the memory
+// and the communication of an expert-parallel run are not what it would predict.
+void reject_expert_parallel(const JsonReader& top) {
+  std::optional<JsonReader> r = top_block(top, "expert_parallel", Null::kMeansDefault);
+  if (!r) return;
+  if (std::optional<std::string> on = truthy_member(*r, "enabled")) {
+    r->fail("enabled", "not modelled: AutoEP expert parallelism (each rank of an autoep_size "
+                       "group holds its share of the experts and the tokens travel by "
+                       "all-to-all)" + *on + "; remove it to plan the experts held on every rank "
+                       "and partitioned by ZeRO");
+  }
+}
+
 // pipeline (get_pipeline_config): read only by PipelineEngine (runtime/pipe/engine.py), which
 // deepspeed.initialize builds when the model is a PipelineModule: pipeline parallelism (layers
 // split into stages, micro-batches in flight, ZeRO stage 1 at most), which zplan does not model.
@@ -190,6 +208,7 @@ void reject_unmodeled_training_features(const JsonReader& top, Errors& errors) {
   errors.step([&] { reject_progressive_layer_drop(top); });
   errors.step([&] { reject_data_efficiency(top, errors); });
   errors.step([&] { reject_legacy_curriculum(top); });
+  errors.step([&] { reject_expert_parallel(top); });
   errors.step([&] { reject_pipeline(top); });
 }
 

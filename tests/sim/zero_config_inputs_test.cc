@@ -353,6 +353,13 @@ TEST_CASE("top-level blocks that change the job are refused when enabled (defect
   CHECK_THAT(error_of(with(base, "curriculum_learning",
                            {{"enabled", true}, {"curriculum_type", "seqlen"}})),
              Contains("t.json: /curriculum_learning/enabled: not modelled: curriculum learning"));
+  // AutoEP (module_inject/auto_ep_config.py parse_autoep_config: a plain dict).
+  CHECK_THAT(error_of(with(base, "expert_parallel",
+                           {{"enabled", true}, {"autoep_size", 8}, {"preset_model", "mixtral"}})),
+             Contains("t.json: /expert_parallel/enabled: not modelled: AutoEP expert "
+                      "parallelism"));
+  CHECK_NOTHROW(parse(with(base, "expert_parallel", {{"enabled", false}, {"autoep_size", 8}})));
+  CHECK_NOTHROW(parse(with(base, "expert_parallel", nullptr)));
   CHECK_THAT(error_of(with(base, "pipeline", {{"stages", "auto"}})),
              Contains("t.json: /pipeline: not modelled: pipeline parallelism"));
   // Disabled blocks are accepted and kept.
