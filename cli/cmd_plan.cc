@@ -145,6 +145,7 @@ void print_text(std::ostream& out, const planner::Problem& p, const planner::Pla
       out << "  what would fit:\n";
       for (const std::string& line : r.what_would_fit) out << "    - " << line << '\n';
     }
+    for (const std::string& n : r.notes) out << "  note: " << n << '\n';
     out << "  no ds_config written.\n";
     return;
   }
@@ -236,7 +237,21 @@ int run_plan(const PlanCliOptions& o) {
           r = std::move(rk);
         }
       } else {
-        outcomes.push_back(strformat("AutoTP %d: nothing fits", tp));
+        std::string nearest;
+        if (rk.closest) {
+          nearest = ", nearest " + planner::shortfall(pk, rk.search.evals[*rk.closest]);
+        }
+        outcomes.push_back(strformat("AutoTP %d: nothing fits", tp) + nearest);
+        // While no size fits, the advice is the nearest miss's: the size whose closest config
+        // overshoots least (the search's own rank of misses, planner::rank_order).
+        const bool nearer =
+            !r.recommended && rk.closest &&
+            (!r.closest || rk.search.evals[*rk.closest].fit.worst_over_fraction() <
+                               r.search.evals[*r.closest].fit.worst_over_fraction());
+        if (k > 0 && nearer) {
+          p = std::move(pk);
+          r = std::move(rk);
+        }
       }
     }
     std::string why = "AutoTP sizes tried: ";
@@ -316,6 +331,7 @@ int run_plan(const PlanCliOptions& o) {
       j["recommended"] = nullptr;
       if (r.closest) j["nearest"] = eval_json(p, s.candidates[*r.closest], s.evals[*r.closest]);
       j["what_would_fit"] = r.what_would_fit;
+      j["notes"] = r.notes;
     }
     std::cout << j.dump(2) << '\n';
   } else {

@@ -184,6 +184,25 @@ TEST_CASE("AutoTP from a ds_config or --autotp: the text, the JSON and the refus
       "which does not split layers");
 }
 
+TEST_CASE("plan over several AutoTP sizes that all miss gives the nearest size's advice", "[cli]") {
+  // Llama-3-70B on one H100 node without offload: neither AutoTP 2 nor 4 fits; 4 misses by
+  // less, and only its advice knows that 7 nodes would do.
+  for (const char* sizes : {"2,4", "4,2"}) {
+    INFO(sizes);
+    TempFile out("", "plan.json");
+    std::remove(out.path.c_str());
+    RunResult r = run_zplan(std::string("--model llama3-70b --gpus 8 --hw h100 --seq-len 4096 "
+                                        "--stage 1,2 --offload-optimizer none --autotp ") +
+                            sizes + " --out " + out.path);
+    CHECK(r.exit_code == 3);
+    CHECK(r.out.find("AutoTP 4\n") != std::string::npos);
+    CHECK(r.out.find("more GPUs: 56 GPUs") != std::string::npos);
+    CHECK(r.out.find("nothing fits even on") == std::string::npos);
+    CHECK(r.out.find("note: AutoTP sizes tried: ") != std::string::npos);
+    CHECK(r.out.find("AutoTP 2: nothing fits, nearest OOM by") != std::string::npos);
+  }
+}
+
 TEST_CASE("numbers are printed in the units they need", "[cli]") {
   // zplan models rounded H100's 79.65 GiB to 80 while other commands print 79.7.
   RunResult models = run_zplan("models");
