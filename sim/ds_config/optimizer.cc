@@ -68,15 +68,39 @@ struct Built {
   bool zero_supported = false;  // in ZERO_SUPPORTED_OPTIMIZERS (zero/utils.py)
 };
 
+// Under optimizer offload without an optimizer block the script's optimizer steps on the host
+// (engine.py _configure_optimizer). With zero_force_ds_cpu_optimizer (get_scalar_param, tested as
+// Python does; default true) it is DeepSpeedCPUAdam, as planned: Accelerate, and so the Hugging
+// Face Trainer, replaces a client torch optimizer by one (accelerator.py _prepare_deepspeed), and
+// DeepSpeed raises ZeRORuntimeException for any other. Set false, the script's optimizer runs as
+// it is (xtuner's ZeRO-3 offload config, scripts that keep torch.optim.AdamW on the host): a note.
+// DeepSpeed's docs put DeepSpeedCPUAdam at 5.1-6.5x PyTorch's CPU Adam with AVX-512 (training.md
+// "CPU-Adam", reference/nccl_hardware.md).
+std::optional<std::string> client_optimizer_offload_note(const JsonReader& top) {
+  const json* force = member_of(top.json(), "zero_force_ds_cpu_optimizer");
+  if (force == nullptr || python_truthy(*force)) return std::nullopt;
+  return top.location("zero_force_ds_cpu_optimizer") +
+         ": false with optimizer offload and no \"optimizer\" block, so the script's own "
+         "optimizer steps on the host as it is; zplan prices DeepSpeedCPUAdam, and a "
+         "torch.optim optimizer on CPU tensors is several times slower than it";
+}
+
 }  // namespace
 
 OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
                                std::vector<std::string>* notes) {
   std::optional<JsonReader> block = top_block(top, "optimizer", Null::kRejected);
   // get_optimizer_name: no block, or no "type", leaves the optimizer to the script.
-  if (!block || !block->has("type")) return {};
+  const bool from_script =
+      !block || !block->has("type") || block->json()["type"].is_null();
+  if (from_script) {
+    if (notes != nullptr && c.zero.stage > 0 &&
+        c.zero.offload_optimizer.device != OffloadDevice::kNone) {
+      if (std::optional<std::string> n = client_optimizer_offload_note(top)) notes->push_back(*n);
+    }
+    return {};
+  }
   const json& type_value = block->json()["type"];
-  if (type_value.is_null()) return {};
   if (!type_value.is_string()) {
     block->fail("type", "must be an optimizer name, got " + describe_json_value(type_value));
   }

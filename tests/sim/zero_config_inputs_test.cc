@@ -274,6 +274,26 @@ TEST_CASE("optimizer blocks DeepSpeed refuses, and those zplan does not model",
     CHECK_THAT(notes[0], Contains("t.json: /optimizer/params/max_grad_norm: DeepSpeed raises "
                                   "ValueError (\"'max_grad_norm' is not supported"));
   }
+  {
+    // No optimizer block under offload: the script's optimizer. DeepSpeedCPUAdam unless
+    // zero_force_ds_cpu_optimizer is false (Accelerate swaps a torch one in; DeepSpeed refuses
+    // others), when the script's own steps on the host: a note then only.
+    const json offload3 = stage(3, {{"offload_optimizer", {{"device", "cpu"}}}});
+    for (const json& force : {json(false), json(0), json(true), json(nullptr)}) {
+      INFO(force.dump());
+      std::vector<std::string> notes;
+      ParseContext context = context8();
+      context.notes = &notes;
+      json file = force.is_null() ? offload3 : with(offload3, "zero_force_ds_cpu_optimizer", force);
+      CHECK(parse(file, context).optimizer.is_adam());
+      const bool kept = force == json(false) || force == json(0);
+      REQUIRE(notes.size() == (kept ? 1u : 0u));
+      if (kept) {
+        CHECK_THAT(notes[0], Contains("t.json: /zero_force_ds_cpu_optimizer: false with optimizer "
+                                      "offload and no \"optimizer\" block"));
+      }
+    }
+  }
   CHECK_THAT(error_of(with(stage(2), "optimizer", {{"type", 3}})),
              Contains(at + "must be an optimizer name"));
   CHECK(error_of(with(stage(2), "optimizer", {{"type", "AdamW"}, {"params", {1}}})) ==
