@@ -66,7 +66,13 @@ std::string checked_target(const std::string& path, bool overwrite, std::string*
   }
   split_path(target, dir, base);
   if (base->empty()) throw InputError(path, "is a directory name, expected a file name");
-  // The same words as a failing mkstemp, but before any work is done.
+  // The same words as a failing mkstemp, but before any work is done. (access() on a regular
+  // file in the directory's place reports EACCES as root, where creating in it fails ENOTDIR.)
+  struct stat dir_st;
+  if (stat(dir->c_str(), &dir_st) == 0 && !S_ISDIR(dir_st.st_mode)) {
+    throw InputError(path, "cannot create a file here: " + errno_text(ENOTDIR) + " (" + *dir +
+                               " is not a directory)");
+  }
   if (access(dir->c_str(), W_OK | X_OK) != 0) {
     throw InputError(path, "cannot create a file here: " + errno_text(errno));
   }

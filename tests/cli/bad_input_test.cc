@@ -548,6 +548,13 @@ TEST_CASE(
                                   dir + "/ds.json --report " + nodir + "r.html"),
                         1, "nodir/r.html: cannot create a file here");
   CHECK_FALSE(fs::exists(dir + "/ds.json"));
+  // A file where the folder should be: ENOTDIR's words, not access()'s EACCES.
+  const std::string afile = dir + "/afile";
+  std::ofstream(afile) << "hi\n";
+  expect_one_line_error(run_zplan("calibrate --backend fake --out " + afile + "/cpu.json"), 1,
+                        "afile/cpu.json: cannot create a file here: Not a directory");
+  CHECK(slurp(afile) == "hi\n");
+  fs::remove(afile);
   for (const std::string& p : {pipe, sub, link, to_pipe, dangling}) fs::remove(p);
 }
 
