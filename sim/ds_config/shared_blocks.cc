@@ -138,6 +138,28 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
       r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
     }
   }
+  // Low-precision master weights (PR #7700, 0.18.3): the ZeRO optimizer keeps its master
+  // partition and gradients in the 16-bit dtype, and with bf16_optimizer_states Adam's moments
+  // too (base_optimizer.py _configure_master_weights). The engine passes the flags whether or not
+  // the block is enabled (engine.py _configure_zero_optimizer). Unless the optimizer states are
+  // bf16 on the GPU, the ZeRO optimizer first asserts optimizer offload with DeepSpeedCPUAdam
+  // (stage_1_and_2.py / stage3.py _enforce_cpu_offload). zplan's memory and step keep fp32
+  // master weights, so a run that asks for them is refused rather than planned as another job.
+  const char* master = fp16 ? "fp16_master_weights_and_grads" : "bf16_master_weights_and_grads";
+  if (b.boolean(master).value_or(false)) {
+    const bool offload = c.zero.offload_optimizer.device != OffloadDevice::kNone;
+    const bool bf16_states = !fp16 && b.boolean("bf16_optimizer_states").value_or(false);
+    if (!offload && !bf16_states) {
+      r->fail(master, "Master weights feature requires ZeRO Offload with DeepSpeedCPUAdam "
+                      "(DeepSpeed asserts it, _enforce_cpu_offload): add an offload_optimizer "
+                      "block" + std::string(fp16 ? "" : ", or bf16_optimizer_states"));
+    }
+    r->fail(master, std::string("not modelled: master weights and gradients in ") +
+                        (fp16 ? "fp16" : "bf16") +
+                        (bf16_states ? " with bf16 optimizer states" : "") +
+                        " (zplan plans fp32 master weights, gradients and optimizer states); "
+                        "remove it to plan DeepSpeed's default mixed precision");
+  }
   json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);
   if (!extras.empty()) c.other[fp16 ? "fp16" : "bf16"] = std::move(extras);
   return enabled;

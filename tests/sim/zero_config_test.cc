@@ -328,6 +328,30 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
   CHECK_THAT(error_of(merged(with_zero({{"stage", 1}}),
                              {{"bf16", {{"enabled", true}, {"bf16_optimizer_states", true}}}})),
              Contains("t.json: /bf16/bf16_optimizer_states: requires"));
+  // Low-precision master weights: DeepSpeed's offload assertion first, else not modelled (zplan
+  // plans fp32 master weights, gradients and states).
+  const json bf16_mw = {{"enabled", true}, {"bf16_master_weights_and_grads", true}};
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 2}}), {{"bf16", bf16_mw}})),
+             Contains("t.json: /bf16/bf16_master_weights_and_grads: Master weights feature "
+                      "requires ZeRO Offload with DeepSpeedCPUAdam"));
+  CHECK_THAT(
+      error_of(merged(with_zero({{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}}),
+                      {{"bf16", bf16_mw}})),
+      Contains("t.json: /bf16/bf16_master_weights_and_grads: not modelled: master weights and "
+               "gradients in bf16 ("));
+  json bf16_all = bf16_mw;
+  bf16_all["bf16_optimizer_states"] = true;
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 3}}), {{"bf16", bf16_all}})),
+             Contains("not modelled: master weights and gradients in bf16 with bf16 optimizer "
+                      "states"));
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}}),
+                             {{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}}})),
+             Contains("/fp16/fp16_master_weights_and_grads: not modelled: master weights and "
+                      "gradients in fp16"));
+  // Off, or "auto" (the default), is the default mixed precision.
+  CHECK(parse(merged(with_zero({{"stage", 2}}),
+                     {{"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", false}}}}))
+            .precision == Precision::kBf16);
   CHECK_THAT(error_of(with("activation_checkpointing",
                            {{"contiguous_memory_optimization", true}, {"number_checkpoints", 4}})),
              Contains("t.json: /activation_checkpointing/contiguous_memory_optimization: needs "
