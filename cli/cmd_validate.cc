@@ -130,6 +130,13 @@ int run_validate(ValidateCliOptions o) {
                      "validate runs the reference executor, whose optimizer is Adam; predict " +
                          s.config.optimizer.name + " with simulate or memory");
   }
+  if (s.config.optimizer.low_precision_master()) {
+    const bool bf16 = s.config.precision == sim::Precision::kBf16;
+    throw InputError(json_location(o.setup.ds_config, bf16 ? "/bf16/bf16_master_weights_and_grads"
+                                                           : "/fp16/fp16_master_weights_and_grads"),
+                     "validate runs the reference executor, whose master weights are fp32; "
+                     "predict 16-bit master weights with simulate or memory");
+  }
   if (cuda && s.cluster.profile.gpu.arch == hardware::Arch::kCpu) {
     throw InputError("--device cuda", "--hw " + o.setup.hw +
                                           " describes a CPU; give the GPU's profile (a stock one "

@@ -21,11 +21,13 @@ std::string si(double v) {
   return strformat("%.0f", v);
 }
 
-std::string category_words(int category, sim::Precision precision) {
+std::string category_words(int category, sim::Precision precision, double master_bytes) {
   std::string s = sim::category_name(static_cast<sim::Category>(category));
-  if (s == "params16") return std::string(sim::precision_name(precision)) + " params";
-  if (s == "master32") return "fp32 master weights";
-  if (s == "grads32") return "fp32 grads";
+  const std::string dtype = sim::precision_name(precision);
+  if (s == "params16") return dtype + " params";
+  // 16-bit master weights (OptimizerConfig::master_bytes 2) are in the training dtype.
+  if (s == "master32") return (master_bytes < 4 ? dtype : "fp32") + " master weights";
+  if (s == "grads32") return master_bytes < 4 ? dtype + " master grads" : "fp32 grads";
   for (char& c : s) {
     if (c == '_') c = ' ';
   }

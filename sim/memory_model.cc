@@ -135,6 +135,9 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   // Bytes of optimizer state per optimized element: the optimizer the "optimizer" block builds
   // (Adam's exp_avg and exp_avg_sq: 8; Lion, Adagrad, SGD with momentum: 4; SGD: 0).
   const double S = config.optimizer.state_bytes();
+  // Bytes of a master element and of its gradient in the ZeRO optimizers: 4, or 2 with 16-bit
+  // master weights (OptimizerConfig::master_bytes). Stage 0 and BF16_Optimizer keep fp32.
+  const double mb = config.optimizer.master_bytes;
   std::array<MemoryBreakdown, kNumTiers> m{};
   MemoryBreakdown& gpu = m[kGpu];
   gpu[Category::kRuntime] = cluster.profile.runtime.cuda_context_bytes +
@@ -169,13 +172,13 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
       return m;
     }
     if (opt.device == OffloadDevice::kNone) {
-      gpu[Category::kMaster32] = 4 * P;         // single_partition_of_fp32_groups (item 2)
+      gpu[Category::kMaster32] = mb * P;        // single_partition_of_fp32_groups (item 2)
       gpu[Category::kOptimizerStates] = S * P;  // Adam: exp_avg, exp_avg_sq (item 3)
     } else {
       // ZeRO-Offload host buffers (ref §2.1 "with offload_optimizer.device=cpu").
       int pinned = pin_tier(opt.pin_memory);
-      m[pinned][Category::kMaster32] = 4 * P;
-      m[pinned][Category::kGrads32] = 4 * P;   // fp32 grad partition
+      m[pinned][Category::kMaster32] = mb * P;
+      m[pinned][Category::kGrads32] = mb * P;  // fp32 grad partition
       m[pinned][Category::kParams16] = p * P;  // param_buffer_of_bit16_for_cpu_offload_groups
       m[pinned][Category::kBuckets] = p * s.largest_param;  // temp_grad_buffer_for_cpu_offload
       if (config.gradient_accumulation_steps > 1) {
@@ -203,7 +206,7 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     m[kNvme][Category::kParams16] = p * (P16 - in_cpu);
     m[kPinned][Category::kSwapBuffers] += nvme_param_swap_pinned_bytes(s, config);
   }
-  gpu[Category::kMaster32] = 4 * gpu_opt_part;
+  gpu[Category::kMaster32] = mb * gpu_opt_part;
   gpu[Category::kOptimizerStates] = S * gpu_opt_part;
   gpu[Category::kBuckets] = p * s.bucket;  // one IPG buffer, not doubled by overlap_comm (item 5)
   gpu[Category::kGatheredParams] = p * s.persistent;
@@ -221,15 +224,15 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     int pinned = pin_tier(opt.pin_memory);
     m[pinned][Category::kGrads] = a * P;  // grad_partitions_flat_buffer, pinned on the host
     if (opt.device == OffloadDevice::kCpu) {
-      m[pinned][Category::kMaster32] = 4 * s.cpu_partition;
-      m[pinned][Category::kGrads32] = 4 * s.cpu_partition;  // per-sub-group fp32 grads (item 7)
+      m[pinned][Category::kMaster32] = mb * s.cpu_partition;
+      m[pinned][Category::kGrads32] = mb * s.cpu_partition;  // per-sub-group fp32 grads (item 7)
       m[kHost][Category::kOptimizerStates] = S * s.cpu_partition;
     } else {
       // NVMe: fp32 params, the states and fp32 grads are swapped (Adam: 16 bytes per element), through
       // buffer_count pinned buffers of the largest sub-group (optimizer_utils.py).
-      m[kNvme][Category::kMaster32] = 4 * s.cpu_partition;
+      m[kNvme][Category::kMaster32] = mb * s.cpu_partition;
       m[kNvme][Category::kOptimizerStates] = S * s.cpu_partition;
-      m[kNvme][Category::kGrads32] = 4 * s.cpu_partition;
+      m[kNvme][Category::kGrads32] = mb * s.cpu_partition;
       m[kPinned][Category::kSwapBuffers] +=
           4 * static_cast<double>(opt.buffer_count) * s.max_sub_group;
     }
@@ -473,14 +476,14 @@ PhaseMemory PhaseWalk::step_phase() const {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
       g[Category::kGrads] += a * P + p * P;
-      g[Category::kGrads32] += 4 * P;
+      g[Category::kGrads32] += config_.optimizer.master_bytes * P;
     }
   } else {
     // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
     if (s.cpu_partition < P) {
       double S = std::min(s.max_sub_group, P - s.cpu_partition);
       g[Category::kGrads] += p * S;
-      g[Category::kGrads32] += 4 * S;
+      g[Category::kGrads32] += config_.optimizer.master_bytes * S;
     }
   }
   return pm;
@@ -553,6 +556,7 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
   init.add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
   summarize_tiers(cluster, init, &report);
   report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
+  report.master_bytes = config.optimizer.master_bytes;
   return report;
 }
 

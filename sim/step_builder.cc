@@ -204,8 +204,8 @@ Task StepBuilder::optimizer_checks_task(double elems, double tensors, bool on_ho
     // get_grad_norm_direct: vector_norm(g.double()) per tensor: a + 8 + 8 bytes, 2 operators.
     bytes += (a + 16) * elems;
     ops += 2 * tensors;
-    // unscale_and_clip_grads: mul_ on the fp32 partition (read and write 4 bytes).
-    bytes += 8 * elems;
+    // unscale_and_clip_grads: mul_ on the master-dtype gradient partition (read and write).
+    bytes += 2 * config_.optimizer.master_bytes * elems;
     ops += 1;
   }
   t.bytes = bytes;
@@ -230,9 +230,20 @@ Task StepBuilder::offload_copy_task(TaskKind kind, double bytes, HostSide side) 
   return t;
 }
 
+bool StepBuilder::stage3_cast_on_host() const {
+  return config_.optimizer.master_bytes != sizes_.param_bytes;
+}
+
 double StepBuilder::offload_host_passes_s(double elems) const {
   if (cluster_.profile.gpu.arch == hardware::Arch::kCpu) return 0;
-  const double bytes = (8 + 4 + sizes_.param_bytes) * elems;
+  // unscale_and_clip_grads reads and writes the host gradients (2 x master bytes); the cast or
+  // copy of the new master partition into the 16-bit parameters reads it and writes them --
+  // except at stage 3 with a master already in the parameters' dtype, whose copy_ to the GPU
+  // reads it in place.
+  const double mb = config_.optimizer.master_bytes;
+  const double cast =
+      config_.zero.stage == 3 && !stage3_cast_on_host() ? 0 : mb + sizes_.param_bytes;
+  const double bytes = (2 * mb + cast) * elems;
   return hardware::host_pass_time_s(cluster_.profile, bytes, ranks_per_node_);
 }
 
@@ -431,7 +442,8 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   if (!offload) {
     // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
     // item 8).
-    Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * P);
+    const double mb = config_.optimizer.master_bytes;
+    Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * P);
     TaskId pt = step_task(c, prep);
     // Partition slices of ~1/dp of the tensors (at least one) in averaged_gradients.
     const double tensors = std::max(1.0, param_tensors_ / dp_);
@@ -439,10 +451,10 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
       step_task(c, optimizer_checks_task(P, tensors, /*on_host=*/false), -1, pt);
     }
     c.g->effect(pt, false, gpu, Category::kGrads, p * P);
-    c.g->effect(pt, false, gpu, Category::kGrads32, 4 * P);
+    c.g->effect(pt, false, gpu, Category::kGrads32, mb * P);
     c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
     last = step_task(c, gpu_adam_task(P, /*copy_back=*/true));
-    c.g->effect(last, true, gpu, Category::kGrads32, -4 * P);
+    c.g->effect(last, true, gpu, Category::kGrads32, -mb * P);
     c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
   } else {
     // ZeRO-Offload: CPU Adam over the partition, then the 16-bit partition back to the GPU.
@@ -517,16 +529,17 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   if (framework_terms) {
     step_task(c, optimizer_checks_task(gpu_part, groups, /*on_host=*/!(gpu_part > 0)), -1);
   }
+  const double mb = config_.optimizer.master_bytes;
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];
     if (g < first_cpu) {
-      TaskId pt = step_task(c, 
-          memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + 4) * S), g);
+      TaskId pt = step_task(c,
+          memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
-      c.g->effect(pt, false, gpu, Category::kGrads32, 4 * S);
+      c.g->effect(pt, false, gpu, Category::kGrads32, mb * S);
       TaskId at = step_task(c, gpu_adam_task(S, /*copy_back=*/true), g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
-      c.g->effect(at, true, gpu, Category::kGrads32, -4 * S);
+      c.g->effect(at, true, gpu, Category::kGrads32, -mb * S);
       last = at;
       continue;
     }
@@ -564,9 +577,11 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
       // _reassign_or_swap_out_partitioned_parameters: fp16_partitioned_groups_flat[i].data.copy_(
       // fp32 partition), a blocking copy across devices and dtypes. PyTorch converts on the CPU
       // (the cast of offload_host_passes_s) into a new pageable tensor and copies that to the
-      // GPU: pageable whatever pin_memory says.
-      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, HostSide::kPageableTemporary),
-                       g, at);
+      // GPU: pageable whatever pin_memory says. A 16-bit master partition is already the
+      // parameters' dtype: copied from where it lies, pinned with pin_memory.
+      const HostSide side = stage3_cast_on_host() ? HostSide::kPageableTemporary
+                                                  : HostSide::kOffloadBuffer;
+      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, side), g, at);
       prev_copy = last;
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.

@@ -151,10 +151,15 @@ class StepBuilder {
   Task offload_copy_task(TaskKind kind, double bytes,
                          HostSide side = HostSide::kOffloadBuffer) const;
   // The host-side passes of ZeRO-Offload's step around the CPU optimizer over `elems` elements:
-  // unscale_and_clip_grads on the fp32 gradients (a read and a write, 8 bytes) and the cast of
-  // the new fp32 parameters to the model dtype (4 + dtype bytes), each at the rank's share of
-  // host DRAM bandwidth (hardware::host_pass_time_s). None on a cpu device (zplan's executor).
+  // unscale_and_clip_grads on the host gradients (a read and a write of the master dtype: 8
+  // bytes in fp32) and the cast of the new master partition to the model dtype (4 + dtype
+  // bytes; none at stage 3 when the master is already in the model dtype), each at the rank's
+  // share of host DRAM bandwidth (hardware::host_pass_time_s). None on a cpu device (zplan's
+  // executor).
   double offload_host_passes_s(double elems) const;
+  // Stage 3's copy of the new master partition into the 16-bit parameters crosses dtypes (fp32
+  // master weights), so PyTorch converts it on the CPU into a pageable temporary.
+  bool stage3_cast_on_host() const;
 
   const models::Model& model_;
   const hardware::Cluster& cluster_;

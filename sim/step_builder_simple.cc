@@ -227,9 +227,11 @@ void StepBuilder::SimpleBackward::reduce_bucket(const PendingBucket& bucket) {
 void StepBuilder::SimpleBackward::copy_to_host(const PendingBucket& bucket, TaskId reduced) {
   const double slice = bucket.elems / sb_.dp_;
   if (c_.boundary) {
-    // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the fp32 slice to pinned host memory
-    // (ref §5.1).
-    ipg_freed_by_ = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H, 4 * slice), -1,
+    // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the slice in the master dtype (fp32, or
+    // 16-bit master weights' own) to pinned host memory (ref §5.1).
+    ipg_freed_by_ = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H,
+                                                        sb_.config_.optimizer.master_bytes * slice),
+                              -1,
                               bucket.index, reduced);
   } else if (gas_) {
     // Non-boundary micro-steps round-trip the 16-bit slice through accumulated_grads_in_cpu.

@@ -138,31 +138,71 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
       r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
     }
   }
-  // Low-precision master weights (PR #7700, 0.18.3): the ZeRO optimizer keeps its master
-  // partition and gradients in the 16-bit dtype, and with bf16_optimizer_states Adam's moments
-  // too (base_optimizer.py _configure_master_weights). The engine passes the flags whether or not
-  // the block is enabled (engine.py _configure_zero_optimizer). Unless the optimizer states are
-  // bf16 on the GPU, the ZeRO optimizer first asserts optimizer offload with DeepSpeedCPUAdam
-  // (stage_1_and_2.py / stage3.py _enforce_cpu_offload). zplan's memory and step keep fp32
-  // master weights, so a run that asks for them is refused rather than planned as another job.
-  const char* master = fp16 ? "fp16_master_weights_and_grads" : "bf16_master_weights_and_grads";
-  if (b.boolean(master).value_or(false)) {
-    const bool offload = c.zero.offload_optimizer.device != OffloadDevice::kNone;
-    const bool bf16_states = !fp16 && b.boolean("bf16_optimizer_states").value_or(false);
-    if (!offload && !bf16_states) {
-      r->fail(master, "Master weights feature requires ZeRO Offload with DeepSpeedCPUAdam "
-                      "(DeepSpeed asserts it, _enforce_cpu_offload): add an offload_optimizer "
-                      "block" + std::string(fp16 ? "" : ", or bf16_optimizer_states"));
-    }
-    r->fail(master, std::string("not modelled: master weights and gradients in ") +
-                        (fp16 ? "fp16" : "bf16") +
-                        (bf16_states ? " with bf16 optimizer states" : "") +
-                        " (zplan plans fp32 master weights, gradients and optimizer states); "
-                        "remove it to plan DeepSpeed's default mixed precision");
-  }
   json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);
   if (!extras.empty()) c.other[fp16 ? "fp16" : "bf16"] = std::move(extras);
   return enabled;
+}
+
+// Low-precision master weights (DeepSpeed PR #7700, 0.18.3; base_optimizer.py
+// _configure_master_weights, stage_1_and_2.py and stage3.py _enforce_cpu_offload at v0.19.5):
+// the ZeRO optimizer keeps its master partition and gradients in the 16-bit dtype, and with
+// bf16_optimizer_states Adam's moments too. The engine passes the flags whether or not their
+// block is enabled (engine.py _configure_zero_optimizer), and only to the ZeRO optimizers.
+void read_master_precision(const JsonReader& top, std::vector<std::string>* notes,
+                           DsConfig& c) {
+  auto flag = [&](const char* block, const char* key) -> std::optional<JsonReader> {
+    auto it = top.json().find(block);
+    if (it == top.json().end() || !it->is_object()) return std::nullopt;
+    JsonReader r = top.child(block);
+    if (!BlockReader(r, AutoRule::kMeansDefault).boolean(key).value_or(false)) return std::nullopt;
+    return r;
+  };
+  const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
+  const std::optional<JsonReader> fp16_mw = flag("fp16", "fp16_master_weights_and_grads");
+  const std::optional<JsonReader> bf16_mw = flag(bf16_name, "bf16_master_weights_and_grads");
+  const bool bf16_states = flag(bf16_name, "bf16_optimizer_states").has_value();
+  if (!fp16_mw && !bf16_mw) return;
+  const JsonReader& r = bf16_mw ? *bf16_mw : *fp16_mw;
+  const char* key = bf16_mw ? "bf16_master_weights_and_grads" : "fp16_master_weights_and_grads";
+  if (fp16_mw && bf16_mw) {
+    r.fail(key, "fp16_master_weights_and_gradients and bf16_master_weights_and_gradients are "
+                "mutually exclusive (DeepSpeed asserts it, _configure_master_weights)");
+  }
+  if (uses_bf16_optimizer(c)) {
+    // Stage 1 in bf16 with fp32 gradient accumulation runs BF16_Optimizer, which is not given
+    // the flags: its master weights stay fp32.
+    if (notes != nullptr) {
+      notes->push_back(r.location(key) + ": BF16_Optimizer (stage 1, bf16, grad_accum_dtype "
+                                         "fp32) is not given it: master weights stay fp32");
+    }
+    return;
+  }
+  const OffloadOptimizerConfig& opt = c.zero.offload_optimizer;
+  const bool offload = opt.device != OffloadDevice::kNone;
+  // The validator runs unless bf16 states stay on the GPU, and wants DeepSpeedCPUAdam: what an
+  // Adam/AdamW block builds under offload, or the script's own optimizer (no block), which
+  // Accelerate makes DeepSpeedCPUAdam.
+  if (fp16_mw || !bf16_states || offload) {
+    const bool cpu_adam = !c.optimizer.from_file || c.optimizer.cpu_name == "DeepSpeedCPUAdam";
+    if (!offload || !cpu_adam) {
+      r.fail(key, std::string("Master weights feature requires ZeRO") +
+                      (c.zero.stage == 3 ? "-3" : "") + " Offload with DeepSpeedCPUAdam "
+                      "(DeepSpeed asserts it, _enforce_cpu_offload)" +
+                      (offload ? "; the optimizer block builds " + c.optimizer.cpu_name
+                               : std::string(": add an offload_optimizer block") +
+                                     (fp16_mw ? "" : ", or bf16_optimizer_states")));
+    }
+  }
+  if (opt.device == OffloadDevice::kNvme) {
+    r.fail(key, "not modelled: 16-bit master weights swapped to NVMe; offload the optimizer to "
+                "the cpu to plan them");
+  }
+  if (offload && opt.ratio < 1) {
+    r.fail(key, "not modelled: 16-bit master weights with a partial offload ratio; remove "
+                "\"ratio\" to plan them");
+  }
+  c.optimizer.master_bytes = 2;
+  if (bf16_mw && bf16_states) c.optimizer.state_elem_bytes = 2;
 }
 
 void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,

@@ -392,6 +392,7 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
   errors.step([&] { internal::read_aio(top, c); });
   errors.step([&] { read_gradient_clipping(top, c); });
   errors.step([&] { c.optimizer = internal::read_optimizer(top, c, context.notes); });
+  errors.step([&] { internal::read_master_precision(top, context.notes, c); });
   keep_unmodeled_top_keys(document, c);
   internal::note_unknown_top_keys(document, file, context.notes);
   check_unmodeled_top_keys(top, errors);

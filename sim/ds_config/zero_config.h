@@ -113,18 +113,26 @@ struct OptimizerConfig {
   CpuOptimizer cpu = CpuOptimizer::kAdam;
   // The file's block gave it (else the script's optimizer, assumed AdamW).
   bool from_file = false;
+  // Bytes of an element of the ZeRO optimizer's master partition and of its gradient: 4 (fp32),
+  // or 2 with bf16_master_weights_and_grads / fp16_master_weights_and_grads
+  // (base_optimizer.py _configure_master_weights: master_weights_and_grads_dtype).
+  double master_bytes = 4;
+  // Bytes of an element of each optimizer state: 4, or 2 with bf16_optimizer_states (the states
+  // are made like the bf16 master partition; DeepSpeedCPUAdam with fp32_optimizer_states False).
+  double state_elem_bytes = 4;
 
   bool is_adam() const { return states == 2 && cpu == CpuOptimizer::kAdam; }
+  bool low_precision_master() const { return master_bytes < 4; }
   // Bytes of state per optimized element.
-  double state_bytes() const { return 4.0 * states; }
-  // Bytes one step moves per optimized fp32 element: reads the parameter, its gradient and every
-  // state, writes the parameter and every state (Adam: 16 + 12 = 28, reference §6).
-  double step_bytes() const { return 4.0 * (3 + 2 * states); }
+  double state_bytes() const { return state_elem_bytes * states; }
+  // Bytes one step moves per optimized element: reads the master parameter, its gradient and
+  // every state, writes the parameter and every state (fp32 Adam: 16 + 12 = 28, reference §6).
+  double step_bytes() const { return 3 * master_bytes + 2 * state_bytes(); }
   // Bytes an NVMe optimizer swap moves per element: the fp32 parameter, the states and the fp32
   // gradient in (Adam: 16), the parameter and the states out (Adam: 12) (stage3.py
   // _optimizer_states_and_gradient_swap_in/_out).
-  double nvme_in_bytes() const { return 4.0 * (2 + states); }
-  double nvme_out_bytes() const { return 4.0 * (1 + states); }
+  double nvme_in_bytes() const { return 2 * master_bytes + state_bytes(); }
+  double nvme_out_bytes() const { return master_bytes + state_bytes(); }
 };
 
 struct ZeroConfig {

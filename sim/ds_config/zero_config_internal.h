@@ -234,6 +234,9 @@ std::span<const SharedBlock> shared_blocks();
 bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
                           const ParseContext& context, int stage, DsConfig& c, Errors& errors);
 // fp16, bf16 (or bfloat16) and data_types into c.precision and c.grad_accum_dtype.
+// The 16-bit master weights and optimizer states of the fp16/bf16 blocks, into c.optimizer
+// (after read_optimizer and the zero_optimization block).
+void read_master_precision(const JsonReader& top, std::vector<std::string>* notes, DsConfig& c);
 void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
                     Errors& errors);
 void read_activation_checkpointing(const JsonReader& top, const ParseContext& context,

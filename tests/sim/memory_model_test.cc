@@ -82,6 +82,43 @@ TEST_CASE("optimizer offload moves 18Ψ/N (+2Ψ/N params) to the host", "[memory
   CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == 0);
 }
 
+TEST_CASE("16-bit master weights halve the master and its gradient, bf16 states the moments",
+          "[memory]") {
+  // DeepSpeed PR #7700 (the bf16_master_weight example's table): bf16 master 2, its gradient 2,
+  // Adam m, v 2 + 2 with bf16_optimizer_states, against 4, 4, 4 + 4.
+  const models::Model model = one_tensor_model(800'000'000);
+  const double P = 100'000'000;
+  auto bf16 = [](const std::string& zero, bool states) {
+    return R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": )" + zero +
+           R"(}, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true)" +
+           (states ? R"(, "bf16_optimizer_states": true)" : "") + "}}";
+  };
+  {
+    // Stage 3 with CPU offload, fp32 states on the host (DeepSpeedCPUAdam's default).
+    DsConfig c = config(bf16(R"(3, "offload_optimizer": {"device": "cpu"})", false), 8);
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
+    CHECK(r.phases[0][Tier::kPinnedHost][Category::kMaster32] == Approx(8 * 2 * P));
+    CHECK(r.phases[0][Tier::kPinnedHost][Category::kGrads32] == Approx(8 * 2 * P));
+    CHECK(r[Tier::kHost].peak_bytes == Approx(8 * 8 * P));
+    CHECK(r.master_bytes == 2);
+  }
+  {
+    // Stage 3 without offload, bf16 states: master 2 and states 4 bytes per partition element
+    // where fp32 keeps 4 and 8; the step's master-dtype gradient 2 where fp32 makes 4.
+    DsConfig c = config(bf16("3", true), 8);
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
+    CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == Approx(2 * P));
+    CHECK(r.phases[0][Tier::kGpu][Category::kOptimizerStates] == Approx(4 * P));
+    CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == Approx(2 * P));
+    // So the model states are 6 bytes per partition element lighter than the same run's.
+    DsConfig f = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                            "zero_optimization": {"stage": 3}})",
+                        8);
+    MemoryReport rf = analyze_memory(model, ideal_cluster(8), f, Workload{1, Attention::kSdpa});
+    CHECK(rf.gpu_model_state_bytes - r.gpu_model_state_bytes == Approx((2 + 4) * P));
+  }
+}
+
 TEST_CASE("NVMe offload puts 16 bytes per partition element on NVMe", "[memory]") {
   // fp32 params, m, v and fp32 grads are swapped (ref §2.2 "NVMe bytes per rank"); swap buffers:
   // buffer_count 4 x the largest sub-group (here the whole partition, 1e8) x 4 bytes, pinned.

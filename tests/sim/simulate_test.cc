@@ -235,6 +235,30 @@ TEST_CASE("framework terms: step overhead, host floor, pageable copies, CPU over
     // cross-dtype copy_ comes from a pageable temporary, on the compute stream, pinned or not.
     CHECK(run(none, z2, 8).resources[static_cast<int>(Resource::kH2D)].busy_s > 0);
     CHECK(run(none, z3, 8).resources[static_cast<int>(Resource::kH2D)].busy_s == 0);
+    // bf16 master weights (bf16_master_weights_and_grads): the unscale reads and writes 2-byte
+    // gradients (4 B); stage 1-2 still copy the master into the 16-bit buffer (2 + 2 B), and
+    // stage 3's copy_ is a same-dtype copy from the pinned master, with no host cast.
+    auto bf16_master = [](std::string json) {
+      const std::string plain = R"("bf16": {"enabled": true})";
+      json.replace(json.find(plain), plain.size(),
+                   R"("bf16": {"enabled": true, "bf16_master_weights_and_grads": true})");
+      return json;
+    };
+    for (int stage : {2, 3}) {
+      const std::string json = bf16_master(stage == 2 ? z2 : z3);
+      const DsConfig c = config(json, 8);
+      REQUIRE(c.optimizer.master_bytes == 2);
+      const ZeroSizes z = zero_sizes(model, 8, c);
+      const double adam = hardware::offload_cpu_adam_time_s(p, z.partition, 8,
+                                                             c.optimizer.step_bytes());
+      const double passes =
+          hardware::host_pass_time_s(p, (4 + (stage == 2 ? 4 : 0)) * z.partition, 8);
+      INFO("bf16 master, stage " << stage);
+      CHECK(run(none, json, 8).resources[static_cast<int>(Resource::kCpuOptimizer)].busy_s ==
+            Approx(adam + passes).epsilon(1e-9));
+    }
+    CHECK(run(none, bf16_master(z3), 8).resources[static_cast<int>(Resource::kH2D)].busy_s > 0);
+    CHECK(run(none, bf16_master(z3), 8).step_time_s < run(none, z3, 8).step_time_s);
     // step() walks stage 3's sub-groups on one thread: each update waits for the previous
     // sub-group's blocking copy, so the step holds every update and every copy end to end.
     const std::string groups = zero_json(

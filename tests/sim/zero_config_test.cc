@@ -328,30 +328,51 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
   CHECK_THAT(error_of(merged(with_zero({{"stage", 1}}),
                              {{"bf16", {{"enabled", true}, {"bf16_optimizer_states", true}}}})),
              Contains("t.json: /bf16/bf16_optimizer_states: requires"));
-  // Low-precision master weights: DeepSpeed's offload assertion first, else not modelled (zplan
-  // plans fp32 master weights, gradients and states).
+  // 16-bit master weights (base_optimizer.py _configure_master_weights): DeepSpeed's offload
+  // assertion where it applies, else the bytes of the master, its gradient and the states.
   const json bf16_mw = {{"enabled", true}, {"bf16_master_weights_and_grads", true}};
+  const json cpu = {{"device", "cpu"}};
   CHECK_THAT(error_of(merged(with_zero({{"stage", 2}}), {{"bf16", bf16_mw}})),
              Contains("t.json: /bf16/bf16_master_weights_and_grads: Master weights feature "
                       "requires ZeRO Offload with DeepSpeedCPUAdam"));
-  CHECK_THAT(
-      error_of(merged(with_zero({{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}}),
-                      {{"bf16", bf16_mw}})),
-      Contains("t.json: /bf16/bf16_master_weights_and_grads: not modelled: master weights and "
-               "gradients in bf16 ("));
+  {
+    const DsConfig c =
+        parse(merged(with_zero({{"stage", 3}, {"offload_optimizer", cpu}}), {{"bf16", bf16_mw}}));
+    CHECK(c.optimizer.master_bytes == 2);
+    CHECK(c.optimizer.state_elem_bytes == 4);
+    CHECK(c.optimizer.step_bytes() == 3 * 2 + 2 * 8);
+    // Written back as read.
+    CHECK(ds_config_to_json(c)["bf16"]["bf16_master_weights_and_grads"] == true);
+  }
   json bf16_all = bf16_mw;
   bf16_all["bf16_optimizer_states"] = true;
-  CHECK_THAT(error_of(merged(with_zero({{"stage", 3}}), {{"bf16", bf16_all}})),
-             Contains("not modelled: master weights and gradients in bf16 with bf16 optimizer "
-                      "states"));
-  CHECK_THAT(error_of(merged(with_zero({{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}}),
-                             {{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}}})),
-             Contains("/fp16/fp16_master_weights_and_grads: not modelled: master weights and "
-                      "gradients in fp16"));
+  {
+    // bf16 states keep everything on the GPU: no offload needed.
+    const DsConfig c = parse(merged(with_zero({{"stage", 3}}), {{"bf16", bf16_all}}));
+    CHECK(c.optimizer.master_bytes == 2);
+    CHECK(c.optimizer.state_bytes() == 4);
+  }
+  CHECK(parse(merged(with_zero({{"stage", 1}, {"offload_optimizer", cpu}}),
+                     {{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}}}))
+            .optimizer.master_bytes == 2);
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 2}, {"offload_optimizer", cpu}}),
+                             {{"bf16", bf16_mw},
+                              {"optimizer", {{"type", "Lion"}, {"params", {{"lr", 1e-4}}}}}})),
+             Contains("requires ZeRO Offload with DeepSpeedCPUAdam (DeepSpeed asserts it, "
+                      "_enforce_cpu_offload); the optimizer block builds DeepSpeedCPULion"));
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 3},
+                                        {"offload_optimizer",
+                                         {{"device", "nvme"}, {"nvme_path", "/local_nvme"}}}}),
+                             {{"bf16", bf16_mw}})),
+             Contains("not modelled: 16-bit master weights swapped to NVMe"));
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 1}, {"offload_optimizer", cpu}}),
+                             {{"bf16", bf16_mw},
+                              {"fp16", {{"enabled", false}, {"fp16_master_weights_and_grads", true}}}})),
+             Contains("mutually exclusive"));
   // Off, or "auto" (the default), is the default mixed precision.
   CHECK(parse(merged(with_zero({{"stage", 2}}),
                      {{"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", false}}}}))
-            .precision == Precision::kBf16);
+            .optimizer.master_bytes == 4);
   CHECK_THAT(error_of(with("activation_checkpointing",
                            {{"contiguous_memory_optimization", true}, {"number_checkpoints", 4}})),
              Contains("t.json: /activation_checkpointing/contiguous_memory_optimization: needs "
