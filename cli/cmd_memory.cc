@@ -157,7 +157,7 @@ int run_memory(const MemoryOptions& o) {
         {std::to_string(c.zero.stage), sim::offload_device_name(c.zero.offload_optimizer.device),
          c.zero.stage == 3 ? sim::offload_device_name(c.zero.offload_param.device) : "-",
          strformat("%.1f", g.peak_bytes / kGiB), sim::phase_name(g.peak_phase),
-         strformat("%s %.0f%%", planner::category_words(static_cast<int>(dom), c.precision, c.optimizer.master_bytes).c_str(), 100.0 * g.at_peak[dom] / g.peak_bytes),
+         strformat("%s %.0f%%", planner::category_words(static_cast<int>(dom), c.precision, c.optimizer.master_dtype).c_str(), 100.0 * g.at_peak[dom] / g.peak_bytes),
          strformat("%.1f", r.host_peak_bytes / kGiB),
          nvme > 0 ? strformat("%.1f", nvme / kGiB) : "-", why});
   }

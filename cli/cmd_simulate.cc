@@ -148,7 +148,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
     for (int c = 0; c < sim::kNumCategories; ++c) {
       if (b.bytes[c] / r.peak_bytes[tier] < 0.005) continue;
       if (!parts.empty()) parts += ", ";
-      parts += strformat("%s %.1f", planner::category_words(c, s.config.precision, s.config.optimizer.master_bytes).c_str(),
+      parts += strformat("%s %.1f", planner::category_words(c, s.config.precision, s.config.optimizer.master_dtype).c_str(),
                          b.bytes[c] / kGiB);
     }
     out << strformat("    %-12s %7.1f GiB  (%s)\n", kNames[tier], r.peak_bytes[tier] / kGiB,
@@ -185,7 +185,7 @@ void print_result(std::ostream& out, const Setup& s, const sim::StepResult& r) {
       out << strformat(" GPU short by %.1f GiB (peak %.1f of %.1f GiB; %s dominate, %.0f%%)",
                        fit.over.gpu / kGiB, gpu_peak / kGiB, fit.capacity.gpu / kGiB,
                        planner::category_words(static_cast<int>(dom), s.config.precision,
-                                               s.config.optimizer.master_bytes)
+                                               s.config.optimizer.master_dtype)
                            .c_str(),
                        100 * at[dom] / gpu_peak);
     }

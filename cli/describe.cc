@@ -24,8 +24,8 @@ std::string params_text(double n) {
   return strformat("%.0f", n);
 }
 
-std::string category_words(sim::Category c, sim::Precision precision, double master_bytes) {
-  return planner::category_words(static_cast<int>(c), precision, master_bytes);
+std::string category_words(sim::Category c, sim::Precision precision, sim::Precision master) {
+  return planner::category_words(static_cast<int>(c), precision, master);
 }
 
 }  // namespace
@@ -289,7 +289,7 @@ void print_memory_report(std::ostream& out, const sim::MemoryReport& r,
       for (const auto& pm : r.phases) used = used || pm.tiers[t].bytes[c] != 0;
       if (!used) continue;
       std::vector<std::string> row{
-          category_words(static_cast<sim::Category>(c), precision, r.master_bytes)};
+          category_words(static_cast<sim::Category>(c), precision, r.master_dtype)};
       for (const auto& pm : r.phases) row.push_back(strformat("%.1f", pm.tiers[t].bytes[c] / kGiB));
       table.add_row(row);
     }
@@ -345,14 +345,14 @@ std::string memory_verdict(const sim::MemoryReport& r, sim::Precision precision)
   if (fit.gpu_fits()) {
     return strformat("peak %.1f of %.1f GiB at %s (%s %.0f%%): fits, %.1f GiB free%s",
                      g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
-                     category_words(dom, precision, r.master_bytes).c_str(), share, (g.capacity_bytes - g.peak_bytes) / kGiB,
+                     category_words(dom, precision, r.master_dtype).c_str(), share, (g.capacity_bytes - g.peak_bytes) / kGiB,
                      headroom_remark({{"GPU", g.peak_bytes, g.capacity_bytes}}).c_str());
   }
   return strformat(
       "peak %.1f of %.1f GiB at %s: DOES NOT FIT, short by %.1f GiB; %s dominate "
       "(%.0f%%)",
       g.peak_bytes / kGiB, g.capacity_bytes / kGiB, sim::phase_name(g.peak_phase),
-      fit.over.gpu / kGiB, category_words(dom, precision, r.master_bytes).c_str(), share);
+      fit.over.gpu / kGiB, category_words(dom, precision, r.master_dtype).c_str(), share);
 }
 
 }  // namespace zplan::cli

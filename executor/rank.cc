@@ -247,7 +247,7 @@ void ExecutorRank::init_state() {
       const size_t S = static_cast<size_t>(groups[g].size);
       Tier master_tier = Tier::kGpu, state_tier = Tier::kGpu;
       if (static_cast<int>(g) >= first_cpu) {
-        master_tier = pin_tier(z.offload_optimizer.pin_memory);
+        master_tier = Tier::kHost;  // a clone, not pinned (stage3.py _create_fp32_partitions)
         state_tier = Tier::kHost;
       }
       if (nvme && static_cast<int>(g) >= first_cpu) {

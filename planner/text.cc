@@ -21,13 +21,15 @@ std::string si(double v) {
   return strformat("%.0f", v);
 }
 
-std::string category_words(int category, sim::Precision precision, double master_bytes) {
+std::string category_words(int category, sim::Precision precision, sim::Precision master) {
   std::string s = sim::category_name(static_cast<sim::Category>(category));
   const std::string dtype = sim::precision_name(precision);
   if (s == "params16") return dtype + " params";
-  // 16-bit master weights (OptimizerConfig::master_bytes 2) are in the training dtype.
-  if (s == "master32") return (master_bytes < 4 ? dtype : "fp32") + " master weights";
-  if (s == "grads32") return master_bytes < 4 ? dtype + " master grads" : "fp32 grads";
+  // The master rows in the master's dtype (OptimizerConfig::master_dtype), which the fp16/bf16
+  // flags set whatever the training dtype is.
+  const std::string mdtype = sim::precision_name(master);
+  if (s == "master32") return mdtype + " master weights";
+  if (s == "grads32") return master == sim::Precision::kFp32 ? "fp32 grads" : mdtype + " master grads";
   for (char& c : s) {
     if (c == '_') c = ' ';
   }

@@ -137,7 +137,7 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
   const double S = config.optimizer.state_bytes();
   // Bytes of a master element and of its gradient in the ZeRO optimizers: 4, or 2 with 16-bit
   // master weights (OptimizerConfig::master_bytes). Stage 0 and BF16_Optimizer keep fp32.
-  const double mb = config.optimizer.master_bytes;
+  const double mb = config.optimizer.master_bytes();
   std::array<MemoryBreakdown, kNumTiers> m{};
   MemoryBreakdown& gpu = m[kGpu];
   gpu[Category::kRuntime] = cluster.profile.runtime.cuda_context_bytes +
@@ -181,8 +181,10 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
       m[pinned][Category::kGrads32] = mb * P;  // fp32 grad partition
       m[pinned][Category::kParams16] = p * P;  // param_buffer_of_bit16_for_cpu_offload_groups
       m[pinned][Category::kBuckets] = p * s.largest_param;  // temp_grad_buffer_for_cpu_offload
-      if (config.gradient_accumulation_steps > 1) {
-        m[pinned][Category::kGrads] = p * P;  // accumulated_grads_in_cpu
+      // accumulated_grads_in_cpu; a 16-bit master accumulates in its own gradient instead
+      // (stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu: a view of it).
+      if (config.gradient_accumulation_steps > 1 && !config.optimizer.low_precision_master()) {
+        m[pinned][Category::kGrads] = p * P;
       }
       m[kHost][Category::kOptimizerStates] = S * P;  // the CPU optimizer's states, not pinned
     }
@@ -206,7 +208,7 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     m[kNvme][Category::kParams16] = p * (P16 - in_cpu);
     m[kPinned][Category::kSwapBuffers] += nvme_param_swap_pinned_bytes(s, config);
   }
-  gpu[Category::kMaster32] = mb * gpu_opt_part;
+  if (!stage3_master_is_params(config)) gpu[Category::kMaster32] = mb * gpu_opt_part;
   gpu[Category::kOptimizerStates] = S * gpu_opt_part;
   gpu[Category::kBuckets] = p * s.bucket;  // one IPG buffer, not doubled by overlap_comm (item 5)
   gpu[Category::kGatheredParams] = p * s.persistent;
@@ -224,8 +226,11 @@ std::array<MemoryBreakdown, kNumTiers> persistent_memory(const ZeroSizes& s,
     int pinned = pin_tier(opt.pin_memory);
     m[pinned][Category::kGrads] = a * P;  // grad_partitions_flat_buffer, pinned on the host
     if (opt.device == OffloadDevice::kCpu) {
-      m[pinned][Category::kMaster32] = mb * s.cpu_partition;
-      m[pinned][Category::kGrads32] = mb * s.cpu_partition;  // per-sub-group fp32 grads (item 7)
+      // The master partition is a clone on the host, not pinned (stage3.py
+      // _create_fp32_partitions: .to(cpu).clone()); the per-sub-group gradient buffers are
+      // pinned with pin_memory (item 7).
+      m[kHost][Category::kMaster32] = mb * s.cpu_partition;
+      m[pinned][Category::kGrads32] = mb * s.cpu_partition;
       m[kHost][Category::kOptimizerStates] = S * s.cpu_partition;
     } else {
       // NVMe: fp32 params, the states and fp32 grads are swapped (Adam: 16 bytes per element), through
@@ -476,14 +481,18 @@ PhaseMemory PhaseWalk::step_phase() const {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
       g[Category::kGrads] += a * P + p * P;
-      g[Category::kGrads32] += config_.optimizer.master_bytes * P;
+      if (!master_grads_alias_grads(config_)) {
+        g[Category::kGrads32] += config_.optimizer.master_bytes() * P;
+      }
     }
   } else {
     // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
     if (s.cpu_partition < P) {
       double S = std::min(s.max_sub_group, P - s.cpu_partition);
       g[Category::kGrads] += p * S;
-      g[Category::kGrads32] += config_.optimizer.master_bytes * S;
+      if (!master_grads_alias_grads(config_)) {
+        g[Category::kGrads32] += config_.optimizer.master_bytes() * S;
+      }
     }
   }
   return pm;
@@ -556,7 +565,7 @@ MemoryReport analyze_memory(const models::Model& model, const hardware::Cluster&
   init.add_fragmentation(cluster.profile.runtime.allocator_fragmentation);
   summarize_tiers(cluster, init, &report);
   report.gpu_model_state_bytes = walk.gpu_model_state_bytes();
-  report.master_bytes = config.optimizer.master_bytes;
+  report.master_dtype = config.optimizer.master_dtype;
   return report;
 }
 

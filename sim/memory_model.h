@@ -60,8 +60,8 @@ struct MemoryReport {
   // Persistent model states on the GPU (params, grads, optimizer states), no transients: the
   // quantity the ZeRO paper's 16Ψ / 4Ψ+12Ψ/N / 2Ψ+14Ψ/N / 16Ψ/N formulas describe.
   double gpu_model_state_bytes = 0;
-  // Bytes of a master element (OptimizerConfig::master_bytes), for naming its rows.
-  double master_bytes = 4;
+  // The master partition's dtype (OptimizerConfig::master_dtype), for naming its rows.
+  Precision master_dtype = Precision::kFp32;
 
   const TierSummary& operator[](Tier t) const { return tiers[static_cast<int>(t)]; }
   // The GPU peak, the host peak (host_peak_bytes) and the NVMe peak against the tiers' capacities.

@@ -168,9 +168,11 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   const double p = sizes_.param_bytes;
   if (gpu.arch != hardware::Arch::kCpu) {
     // One bandwidth-bound kernel (gpu_optimizer_bytes); stage 0's FP16_Optimizer also writes the
-    // 16-bit copy, so the formula is the same with or without copy_back.
+    // 16-bit copy. Without copy_back at stage 3 the master is the 16-bit partition itself
+    // (stage3_master_is_params), and the copy_ to itself is a no-op.
+    const double copy = copy_back || config_.zero.stage == 0 ? 0 : p;
     return memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
-                       gpu_optimizer_bytes(config_.optimizer, p) * elems);
+                       (gpu_optimizer_bytes(config_.optimizer, p) - copy) * elems);
   }
   // A CPU rank as the device (the reference executor, docs/validation.md): its Adam is zplan's
   // vectorized CPU Adam kernel on the rank's one core, at the calibrated CPU Adam rate, then a
@@ -205,7 +207,7 @@ Task StepBuilder::optimizer_checks_task(double elems, double tensors, bool on_ho
     bytes += (a + 16) * elems;
     ops += 2 * tensors;
     // unscale_and_clip_grads: mul_ on the master-dtype gradient partition (read and write).
-    bytes += 2 * config_.optimizer.master_bytes * elems;
+    bytes += 2 * config_.optimizer.master_bytes() * elems;
     ops += 1;
   }
   t.bytes = bytes;
@@ -231,7 +233,7 @@ Task StepBuilder::offload_copy_task(TaskKind kind, double bytes, HostSide side) 
 }
 
 bool StepBuilder::stage3_cast_on_host() const {
-  return config_.optimizer.master_bytes != sizes_.param_bytes;
+  return config_.optimizer.master_dtype != config_.precision;
 }
 
 double StepBuilder::offload_host_passes_s(double elems) const {
@@ -240,7 +242,7 @@ double StepBuilder::offload_host_passes_s(double elems) const {
   // copy of the new master partition into the 16-bit parameters reads it and writes them --
   // except at stage 3 with a master already in the parameters' dtype, whose copy_ to the GPU
   // reads it in place.
-  const double mb = config_.optimizer.master_bytes;
+  const double mb = config_.optimizer.master_bytes();
   const double cast =
       config_.zero.stage == 3 && !stage3_cast_on_host() ? 0 : mb + sizes_.param_bytes;
   const double bytes = (2 * mb + cast) * elems;
@@ -442,7 +444,9 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   if (!offload) {
     // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
     // item 8).
-    const double mb = config_.optimizer.master_bytes;
+    // A 16-bit master gradient in the accumulation dtype is the flat copy itself
+    // (master_grads_alias_grads).
+    const double mb = master_grads_alias_grads(config_) ? 0 : config_.optimizer.master_bytes();
     Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * P);
     TaskId pt = step_task(c, prep);
     // Partition slices of ~1/dp of the tensors (at least one) in averaged_gradients.
@@ -529,7 +533,9 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   if (framework_terms) {
     step_task(c, optimizer_checks_task(gpu_part, groups, /*on_host=*/!(gpu_part > 0)), -1);
   }
-  const double mb = config_.optimizer.master_bytes;
+  // The master-dtype gradient copy, none when it is the flat copy (master_grads_alias_grads).
+  const double mb = master_grads_alias_grads(config_) ? 0 : config_.optimizer.master_bytes();
+  const bool copy_back = !stage3_master_is_params(config_);
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];
     if (g < first_cpu) {
@@ -537,7 +543,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
           memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, mb * S);
-      TaskId at = step_task(c, gpu_adam_task(S, /*copy_back=*/true), g);
+      TaskId at = step_task(c, gpu_adam_task(S, copy_back), g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
       c.g->effect(at, true, gpu, Category::kGrads32, -mb * S);
       last = at;
@@ -577,11 +583,11 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
       // _reassign_or_swap_out_partitioned_parameters: fp16_partitioned_groups_flat[i].data.copy_(
       // fp32 partition), a blocking copy across devices and dtypes. PyTorch converts on the CPU
       // (the cast of offload_host_passes_s) into a new pageable tensor and copies that to the
-      // GPU: pageable whatever pin_memory says. A 16-bit master partition is already the
-      // parameters' dtype: copied from where it lies, pinned with pin_memory.
-      const HostSide side = stage3_cast_on_host() ? HostSide::kPageableTemporary
-                                                  : HostSide::kOffloadBuffer;
-      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, side), g, at);
+      // GPU. A master partition already in the parameters' dtype is copied from where it lies,
+      // which is pageable too (a clone, never pinned: stage3.py _create_fp32_partitions). So
+      // the copy is pageable whatever pin_memory says.
+      last = step_task(c, offload_copy_task(TaskKind::kH2D, p * S, HostSide::kPageableTemporary),
+                       g, at);
       prev_copy = last;
     } else if (nvme_params) {
       // The updated 16-bit partition is swapped back out.

@@ -230,7 +230,7 @@ void StepBuilder::SimpleBackward::copy_to_host(const PendingBucket& bucket, Task
     // async_inplace_copy_grad_to_fp32_buffer_from_gpu: the slice in the master dtype (fp32, or
     // 16-bit master weights' own) to pinned host memory (ref §5.1).
     ipg_freed_by_ = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H,
-                                                        sb_.config_.optimizer.master_bytes * slice),
+                                                        sb_.config_.optimizer.master_bytes() * slice),
                               -1,
                               bucket.index, reduced);
   } else if (gas_) {

@@ -346,7 +346,7 @@ void StepBuilder::Stage3Pass::offload_gradients(const PendingBucket& bucket, Tas
     last = sb_.place(c_, sb_.offload_copy_task(TaskKind::kH2D, a_ * slice), -1,
                      bucket.index, last);
   }
-  double down = c_.boundary ? sb_.config_.optimizer.master_bytes * slice : a_ * slice;
+  double down = c_.boundary ? sb_.config_.optimizer.master_bytes() * slice : a_ * slice;
   last = sb_.place(c_, sb_.offload_copy_task(TaskKind::kD2H, down), -1, bucket.index,
                    last);
   if (c_.boundary && z_.offload_optimizer.device == OffloadDevice::kNvme) {

@@ -81,8 +81,8 @@ void visit(const AioConfig& s, F& f) {
 
 template <typename F>
 void visit(const OptimizerConfig& s, F& f) {
-  const auto& [name, cpu_name, states, cpu, from_file, master_bytes, state_elem_bytes] = s;
-  f(name), f(cpu_name), f(states), f(cpu), f(from_file), f(master_bytes), f(state_elem_bytes);
+  const auto& [name, cpu_name, states, cpu, from_file, master_dtype, state_dtype, cpu_fp32_states] = s;
+  f(name), f(cpu_name), f(states), f(cpu), f(from_file), f(master_dtype), f(state_dtype), f(cpu_fp32_states);
 }
 
 template <typename F>

@@ -210,7 +210,21 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
          "of its CPU optimizers; zplan times DeepSpeedCPUAdam, DeepSpeedCPULion and "
          "DeepSpeedCPUAdagrad, which Adam/AdamW without torch_adam, Lion and Adagrad build)");
   }
-  return OptimizerConfig{b.name, b.cpu_name, b.states, b.cpu, /*from_file=*/true};
+  OptimizerConfig out{b.name, b.cpu_name, b.states, b.cpu, /*from_file=*/true};
+  // fp32_optimizer_states: _configure_basic_optimizer pops it only for DeepSpeedCPUAdam (None,
+  // absent or null, keeps its default True; any other value is tested for truth in cpu_adam.py);
+  // FusedAdam and torch.optim get it as a keyword they do not take.
+  if (const json* fp32_states = param("fp32_optimizer_states")) {
+    if (b.cpu != CpuOptimizer::kAdam || !offload) {
+      params.fail("fp32_optimizer_states",
+                  "is a DeepSpeedCPUAdam parameter, and this block builds " +
+                      (offload && b.cpu == CpuOptimizer::kAdam ? b.cpu_name : b.name) +
+                      ", which fails on it (TypeError: unexpected keyword argument); "
+                      "DeepSpeedCPUAdam is built under optimizer offload");
+    }
+    out.cpu_fp32_states = fp32_states->is_null() || python_truthy(*fp32_states);
+  }
+  return out;
 }
 
 }  // namespace zplan::sim::internal

@@ -96,7 +96,8 @@ std::span<const SharedBlock> shared_blocks() { return kSharedBlocks; }
 
 // Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
 bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
-                          const ParseContext& context, int stage, DsConfig& c, Errors& errors) {
+                          const ParseContext& context, int stage, DsConfig& c, Errors& errors,
+                          MasterFlags* flags) {
   std::optional<JsonReader> r = top_block(top, name, fp16 ? Null::kRejected : Null::kMeansDefault);
   if (!r) return false;
   std::span<const std::string_view> keys = fp16 ? std::span<const std::string_view>(kFp16Keys)
@@ -128,6 +129,9 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
       r->fail("min_loss_scale", "must be positive with dynamic loss scaling (loss_scale 0)");
     }
     needs_zero("fp16_master_weights_and_grads");
+    if (flags != nullptr && b.boolean("fp16_master_weights_and_grads").value_or(false)) {
+      flags->fp16_master = *r;
+    }
   } else {
     b.boolean("immediate_grad_update");
     b.boolean("check_grad_overflow");
@@ -136,6 +140,10 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
     if (b.boolean("bf16_optimizer_states").value_or(false) &&
         !b.boolean("bf16_master_weights_and_grads").value_or(false)) {
       r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
+    }
+    if (flags != nullptr && b.boolean("bf16_master_weights_and_grads").value_or(false)) {
+      flags->bf16_master = *r;
+      flags->bf16_states = b.boolean("bf16_optimizer_states").value_or(false);
     }
   }
   json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);
@@ -148,19 +156,11 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
 // the ZeRO optimizer keeps its master partition and gradients in the 16-bit dtype, and with
 // bf16_optimizer_states Adam's moments too. The engine passes the flags whether or not their
 // block is enabled (engine.py _configure_zero_optimizer), and only to the ZeRO optimizers.
-void read_master_precision(const JsonReader& top, std::vector<std::string>* notes,
+void read_master_precision(const MasterFlags& flags, std::vector<std::string>* notes,
                            DsConfig& c) {
-  auto flag = [&](const char* block, const char* key) -> std::optional<JsonReader> {
-    auto it = top.json().find(block);
-    if (it == top.json().end() || !it->is_object()) return std::nullopt;
-    JsonReader r = top.child(block);
-    if (!BlockReader(r, AutoRule::kMeansDefault).boolean(key).value_or(false)) return std::nullopt;
-    return r;
-  };
-  const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
-  const std::optional<JsonReader> fp16_mw = flag("fp16", "fp16_master_weights_and_grads");
-  const std::optional<JsonReader> bf16_mw = flag(bf16_name, "bf16_master_weights_and_grads");
-  const bool bf16_states = flag(bf16_name, "bf16_optimizer_states").has_value();
+  const std::optional<JsonReader>& fp16_mw = flags.fp16_master;
+  const std::optional<JsonReader>& bf16_mw = flags.bf16_master;
+  const bool bf16_states = flags.bf16_states;
   if (!fp16_mw && !bf16_mw) return;
   const JsonReader& r = bf16_mw ? *bf16_mw : *fp16_mw;
   const char* key = bf16_mw ? "bf16_master_weights_and_grads" : "fp16_master_weights_and_grads";
@@ -193,7 +193,8 @@ void read_master_precision(const JsonReader& top, std::vector<std::string>* note
                                      (fp16_mw ? "" : ", or bf16_optimizer_states")));
     }
   }
-  if (opt.device == OffloadDevice::kNvme) {
+  // (At stages 1-2 DeepSpeed offloads "nvme" to CPU memory; check_config refuses that.)
+  if (opt.device == OffloadDevice::kNvme && c.zero.stage == 3) {
     r.fail(key, "not modelled: 16-bit master weights swapped to NVMe; offload the optimizer to "
                 "the cpu to plan them");
   }
@@ -201,16 +202,32 @@ void read_master_precision(const JsonReader& top, std::vector<std::string>* note
     r.fail(key, "not modelled: 16-bit master weights with a partial offload ratio; remove "
                 "\"ratio\" to plan them");
   }
-  c.optimizer.master_bytes = 2;
-  if (bf16_mw && bf16_states) c.optimizer.state_elem_bytes = 2;
+  // bf16 states with offload: the engine makes an Adam block's DeepSpeedCPUAdam with
+  // fp32_optimizer_states False (engine.py _configure_basic_optimizer), then asserts it
+  // (base_optimizer.py _configure_master_weights). The script's optimizer is Accelerate's
+  // DeepSpeedCPUAdam(param_groups, lr, weight_decay), which keeps fp32 states, and fails it.
+  if (bf16_mw && bf16_states && offload && !c.optimizer.from_file) {
+    r.fail("bf16_optimizer_states",
+           "with ZeRO-Offload requires DeepSpeedCPUAdam constructed with "
+           "fp32_optimizer_states=False (DeepSpeed asserts it); with no \"optimizer\" block the "
+           "script's optimizer steps, and Accelerate's DeepSpeedCPUAdam keeps fp32 states: add "
+           "an \"optimizer\" block of type AdamW");
+  }
+  const Precision master = bf16_mw ? Precision::kBf16 : Precision::kFp16;
+  c.optimizer.master_dtype = master;
+  // The states take the master's dtype with bf16_optimizer_states, or when the CPU Adam is
+  // built with fp32_optimizer_states false (cpu_adam.py: state_dtype = p.dtype).
+  const bool cpu_low_states = offload && c.optimizer.from_file && !c.optimizer.cpu_fp32_states;
+  if ((bf16_mw && bf16_states) || cpu_low_states) c.optimizer.state_dtype = master;
 }
 
 void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
-                    Errors& errors) {
-  bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c, errors);
+                    Errors& errors, MasterFlags* flags) {
+  bool fp16 = read_precision_block(top, "fp16", true, context, c.zero.stage, c, errors, flags);
   // get_bfloat16_config: "bf16" when present and not null, else the old name "bfloat16".
   const char* bf16_name = has_block(top, "bf16") ? "bf16" : "bfloat16";
-  bool bf16 = read_precision_block(top, bf16_name, false, context, c.zero.stage, c, errors);
+  bool bf16 =
+      read_precision_block(top, bf16_name, false, context, c.zero.stage, c, errors, flags);
   auto enabled_is_auto = [&](const char* name) {
     auto it = top.json().find(name);
     return it != top.json().end() && it->is_object() && JsonReader(*it, "").is_auto("enabled");

@@ -80,6 +80,15 @@ bool uses_bf16_optimizer(const DsConfig& c) {
          c.zero.offload_optimizer.device == OffloadDevice::kNone;
 }
 
+bool master_grads_alias_grads(const DsConfig& c) {
+  return c.optimizer.low_precision_master() && c.grad_accum_dtype == c.optimizer.master_dtype;
+}
+
+bool stage3_master_is_params(const DsConfig& c) {
+  return c.zero.stage == 3 && c.zero.offload_optimizer.device == OffloadDevice::kNone &&
+         c.optimizer.low_precision_master() && c.optimizer.master_dtype == c.precision;
+}
+
 int sequence_parallel_size(const DsConfig& config) {
   auto it = config.other.find("sequence_parallel_size");
   if (it == config.other.end() || !it->is_number_integer()) return 1;
@@ -387,12 +396,13 @@ DsConfig parse_ds_config(const json& document, const std::string& file,
       read_batch(top, batch_context, c);
     }
   });
-  errors.step([&] { internal::read_precision(top, context, c, errors); });
+  internal::MasterFlags master_flags;
+  errors.step([&] { internal::read_precision(top, context, c, errors, &master_flags); });
   errors.step([&] { internal::read_activation_checkpointing(top, context, c); });
   errors.step([&] { internal::read_aio(top, c); });
   errors.step([&] { read_gradient_clipping(top, c); });
   errors.step([&] { c.optimizer = internal::read_optimizer(top, c, context.notes); });
-  errors.step([&] { internal::read_master_precision(top, context.notes, c); });
+  errors.step([&] { internal::read_master_precision(master_flags, context.notes, c); });
   keep_unmodeled_top_keys(document, c);
   internal::note_unknown_top_keys(document, file, context.notes);
   check_unmodeled_top_keys(top, errors);

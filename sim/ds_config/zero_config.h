@@ -113,26 +113,32 @@ struct OptimizerConfig {
   CpuOptimizer cpu = CpuOptimizer::kAdam;
   // The file's block gave it (else the script's optimizer, assumed AdamW).
   bool from_file = false;
-  // Bytes of an element of the ZeRO optimizer's master partition and of its gradient: 4 (fp32),
-  // or 2 with bf16_master_weights_and_grads / fp16_master_weights_and_grads
-  // (base_optimizer.py _configure_master_weights: master_weights_and_grads_dtype).
-  double master_bytes = 4;
-  // Bytes of an element of each optimizer state: 4, or 2 with bf16_optimizer_states (the states
-  // are made like the bf16 master partition; DeepSpeedCPUAdam with fp32_optimizer_states False).
-  double state_elem_bytes = 4;
+  // The dtype of the ZeRO optimizer's master partition and of its gradient: fp32, or the flag's
+  // 16-bit dtype with bf16_master_weights_and_grads / fp16_master_weights_and_grads
+  // (base_optimizer.py _configure_master_weights: master_weights_and_grads_dtype). It need not be
+  // the training dtype: the flags are read from their block whether or not it is enabled.
+  Precision master_dtype = Precision::kFp32;
+  // The dtype of each optimizer state: fp32, or the master's 16-bit dtype with
+  // bf16_optimizer_states, or with DeepSpeedCPUAdam's fp32_optimizer_states false (cpu_adam.py:
+  // the states take the dtype of the parameter it steps, the master partition).
+  Precision state_dtype = Precision::kFp32;
+  // The optimizer block's params.fp32_optimizer_states (DeepSpeedCPUAdam's; default true).
+  bool cpu_fp32_states = true;
 
+  double master_bytes() const { return precision_bytes(master_dtype); }
+  double state_elem_bytes() const { return precision_bytes(state_dtype); }
   bool is_adam() const { return states == 2 && cpu == CpuOptimizer::kAdam; }
-  bool low_precision_master() const { return master_bytes < 4; }
+  bool low_precision_master() const { return master_dtype != Precision::kFp32; }
   // Bytes of state per optimized element.
-  double state_bytes() const { return state_elem_bytes * states; }
+  double state_bytes() const { return state_elem_bytes() * states; }
   // Bytes one step moves per optimized element: reads the master parameter, its gradient and
   // every state, writes the parameter and every state (fp32 Adam: 16 + 12 = 28, reference §6).
-  double step_bytes() const { return 3 * master_bytes + 2 * state_bytes(); }
+  double step_bytes() const { return 3 * master_bytes() + 2 * state_bytes(); }
   // Bytes an NVMe optimizer swap moves per element: the fp32 parameter, the states and the fp32
   // gradient in (Adam: 16), the parameter and the states out (Adam: 12) (stage3.py
   // _optimizer_states_and_gradient_swap_in/_out).
-  double nvme_in_bytes() const { return 2 * master_bytes + state_bytes(); }
-  double nvme_out_bytes() const { return master_bytes + state_bytes(); }
+  double nvme_in_bytes() const { return 2 * master_bytes() + state_bytes(); }
+  double nvme_out_bytes() const { return master_bytes() + state_bytes(); }
 };
 
 struct ZeroConfig {
@@ -204,6 +210,17 @@ struct DsConfig {
 // backward, all-reduced whole at the boundary, and each rank updates its partition of the fp32
 // master weights and states, then all-gathers the 16-bit parameters (docs/cost_model.md).
 bool uses_bf16_optimizer(const DsConfig& config);
+
+// 16-bit master weights whose dtype is the gradients' accumulation dtype: the step's cast of the
+// flat gradient partition to the master dtype (Tensor.to) returns the same tensor, so there is no
+// master-gradient copy on the GPU (stage_1_and_2.py step: flat_grad_partition.to(...); stage3.py
+// _prepare_fp32_grad_for_sub_group). fp32 masters of fp32 training would qualify too; zplan and
+// its executor keep that copy (docs/cost_model.md §10).
+bool master_grads_alias_grads(const DsConfig& config);
+// Stage 3 without optimizer offload, 16-bit master weights in the parameters' dtype: the
+// optimizer steps the 16-bit partition itself, with no master copy (stage3.py
+// _create_fp32_partitions reuses fp16_partitioned_groups_flat when dtype and device match).
+bool stage3_master_is_params(const DsConfig& config);
 
 // Ulysses sequence parallelism: the top-level "sequence_parallel_size" DsConfig keeps in `other`
 // (1 without it). Each sequence is split over that many consecutive ranks; the batch keys count

@@ -230,15 +230,27 @@ struct SharedBlock {
 };
 std::span<const SharedBlock> shared_blocks();
 
-// Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled.
+// The 16-bit master flags the fp16 and bf16 blocks set (true), each with the block that set it
+// for messages. The engine passes them whether or not their block is enabled.
+struct MasterFlags {
+  std::optional<JsonReader> fp16_master;  // fp16.fp16_master_weights_and_grads
+  std::optional<JsonReader> bf16_master;  // bf16.bf16_master_weights_and_grads
+  bool bf16_states = false;               // bf16.bf16_optimizer_states
+};
+
+// Reads fp16 or bf16 (`name` is the key the file uses) and returns whether it is enabled; the
+// block's master flags go to `flags` when given.
 bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
-                          const ParseContext& context, int stage, DsConfig& c, Errors& errors);
-// fp16, bf16 (or bfloat16) and data_types into c.precision and c.grad_accum_dtype.
-// The 16-bit master weights and optimizer states of the fp16/bf16 blocks, into c.optimizer
-// (after read_optimizer and the zero_optimization block).
-void read_master_precision(const JsonReader& top, std::vector<std::string>* notes, DsConfig& c);
+                          const ParseContext& context, int stage, DsConfig& c, Errors& errors,
+                          MasterFlags* flags = nullptr);
+// fp16, bf16 (or bfloat16) and data_types into c.precision and c.grad_accum_dtype, and the
+// blocks' master flags into `flags`.
 void read_precision(const JsonReader& top, const ParseContext& context, DsConfig& c,
-                    Errors& errors);
+                    Errors& errors, MasterFlags* flags);
+// The 16-bit master weights and optimizer states `flags` ask for, into c.optimizer (after
+// read_optimizer and the zero_optimization block).
+void read_master_precision(const MasterFlags& flags, std::vector<std::string>* notes,
+                           DsConfig& c);
 void read_activation_checkpointing(const JsonReader& top, const ParseContext& context,
                                    DsConfig& c);
 void read_aio(const JsonReader& top, DsConfig& c);

@@ -67,17 +67,18 @@ TEST_CASE("stage 1/2 IPG buckets double with overlap_comm, stage 3's do not", "[
 }
 
 TEST_CASE("optimizer offload moves 18Ψ/N (+2Ψ/N params) to the host", "[memory]") {
-  // ref §2.2 [derived]: stage 3 offload_optimizer=cpu: fp32 master 4 + fp32 grads 4 + 16-bit
-  // grad buffer 2 pinned, Adam m, v 8 pageable = 18 bytes per partition element; offload_param
-  // adds the 2-byte parameter partition (pinned). Per node: x 8 ranks.
+  // ref §2.2 [derived]: stage 3 offload_optimizer=cpu: fp32 grads 4 + 16-bit grad buffer 2
+  // pinned, fp32 master 4 (a clone, never pinned: stage3.py _create_fp32_partitions) + Adam m, v 8
+  // pageable = 18 bytes per partition element; offload_param adds the 2-byte parameter
+  // partition (pinned). Per node: x 8 ranks.
   const models::Model model = one_tensor_model(800'000'000);
   const double P = 100'000'000;  // 8e8 / 8
   DsConfig c = config(zero_json(3, R"(, "offload_optimizer": {"device": "cpu"},
                                         "offload_param": {"device": "cpu"})"),
                       8);
   MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
-  CHECK(r[Tier::kPinnedHost].peak_bytes == Approx(8 * (4 + 4 + 2 + 2) * P));
-  CHECK(r[Tier::kHost].peak_bytes == Approx(8 * 8 * P));
+  CHECK(r[Tier::kPinnedHost].peak_bytes == Approx(8 * (4 + 2 + 2) * P));
+  CHECK(r[Tier::kHost].peak_bytes == Approx(8 * (4 + 8) * P));
   CHECK(r.phases[0][Tier::kGpu][Category::kParams16] == 0);
   CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == 0);
 }
@@ -97,25 +98,75 @@ TEST_CASE("16-bit master weights halve the master and its gradient, bf16 states 
     // Stage 3 with CPU offload, fp32 states on the host (DeepSpeedCPUAdam's default).
     DsConfig c = config(bf16(R"(3, "offload_optimizer": {"device": "cpu"})", false), 8);
     MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
-    CHECK(r.phases[0][Tier::kPinnedHost][Category::kMaster32] == Approx(8 * 2 * P));
+    // The master is a pageable clone, its gradient buffers pinned.
+    CHECK(r.phases[0][Tier::kHost][Category::kMaster32] == Approx(8 * 2 * P));
+    CHECK(r.phases[0][Tier::kPinnedHost][Category::kMaster32] == 0);
     CHECK(r.phases[0][Tier::kPinnedHost][Category::kGrads32] == Approx(8 * 2 * P));
-    CHECK(r[Tier::kHost].peak_bytes == Approx(8 * 8 * P));
-    CHECK(r.master_bytes == 2);
+    CHECK(r[Tier::kHost].peak_bytes == Approx(8 * (2 + 8) * P));
+    CHECK(r.master_dtype == Precision::kBf16);
   }
   {
-    // Stage 3 without offload, bf16 states: master 2 and states 4 bytes per partition element
-    // where fp32 keeps 4 and 8; the step's master-dtype gradient 2 where fp32 makes 4.
+    // Stage 3 without offload, bf16 states in a bf16 run: the optimizer steps the bf16
+    // partition itself (stage3.py _create_fp32_partitions), so no master row where fp32 keeps
+    // 4 bytes per partition element; states 4 where fp32 keeps 8; and the step's flat gradient
+    // is already bf16 (.to() returns it): no master-gradient copy where fp32 makes 4.
     DsConfig c = config(bf16("3", true), 8);
     MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
-    CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == Approx(2 * P));
+    CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == 0);
     CHECK(r.phases[0][Tier::kGpu][Category::kOptimizerStates] == Approx(4 * P));
-    CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == Approx(2 * P));
-    // So the model states are 6 bytes per partition element lighter than the same run's.
+    CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == 0);
+    // So the model states are 8 bytes per partition element lighter than the same run's.
     DsConfig f = config(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
                             "zero_optimization": {"stage": 3}})",
                         8);
     MemoryReport rf = analyze_memory(model, ideal_cluster(8), f, Workload{1, Attention::kSdpa});
-    CHECK(rf.gpu_model_state_bytes - r.gpu_model_state_bytes == Approx((2 + 4) * P));
+    CHECK(rf.gpu_model_state_bytes - r.gpu_model_state_bytes == Approx((4 + 4) * P));
+  }
+  {
+    // The same flags in an fp16 run: the bf16 master is a copy (2 bytes), the fp16 gradients
+    // are cast to it at the step (2 bytes), and the rows say bf16.
+    std::string json = bf16("3", true);
+    json.insert(json.size() - 1, R"(, "fp16": {"enabled": true})");
+    json.replace(json.find(R"("enabled": true, "bf16_master)"), 15, R"("enabled": false)");
+    DsConfig c = config(json, 8);
+    REQUIRE(c.precision == Precision::kFp16);
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
+    CHECK(r.phases[0][Tier::kGpu][Category::kMaster32] == Approx(2 * P));
+    CHECK(r.phases[2][Tier::kGpu][Category::kGrads32] == Approx(2 * P));
+    CHECK(r.master_dtype == Precision::kBf16);
+  }
+  {
+    // Stage 2 offload with gradient accumulation: the fp32 master accumulates micro-steps in
+    // accumulated_grads_in_cpu (p per element, pinned); a 16-bit master accumulates in its own
+    // gradient, of which that buffer is a view (stage_1_and_2.py
+    // async_accumulate_grad_in_cpu_via_gpu).
+    auto gas = [](std::string json) {
+      return json.insert(1, R"("gradient_accumulation_steps": 4, )");
+    };
+    const std::string z2 = R"(2, "offload_optimizer": {"device": "cpu"})";
+    DsConfig c = config(gas(bf16(z2, false)), 8);
+    DsConfig f = config(gas(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                                "zero_optimization": {"stage": )" + z2 + "}}"),
+                        8);
+    auto pinned_grads = [&](const DsConfig& d) {
+      return analyze_memory(model, ideal_cluster(8), d, Workload{1, Attention::kSdpa})
+          .phases[0][Tier::kPinnedHost][Category::kGrads];
+    };
+    CHECK(pinned_grads(f) == Approx(8 * 2 * P));
+    CHECK(pinned_grads(c) == 0);
+  }
+  {
+    // DeepSpeedCPUAdam built with fp32_optimizer_states false keeps its moments in the dtype of
+    // the parameter it steps: the bf16 master's (cpu_adam.py), 4 bytes where fp32 states take 8.
+    const std::string json =
+        R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2,
+            "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": true,
+            "bf16_master_weights_and_grads": true}, "optimizer": {"type": "AdamW",
+            "params": {"lr": 1e-5, "fp32_optimizer_states": false}}})";
+    DsConfig c = config(json, 8);
+    CHECK(c.optimizer.state_dtype == Precision::kBf16);
+    MemoryReport r = analyze_memory(model, ideal_cluster(8), c, Workload{1, Attention::kSdpa});
+    CHECK(r.phases[0][Tier::kHost][Category::kOptimizerStates] == Approx(8 * 4 * P));
   }
 }
 

@@ -338,8 +338,8 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
   {
     const DsConfig c =
         parse(merged(with_zero({{"stage", 3}, {"offload_optimizer", cpu}}), {{"bf16", bf16_mw}}));
-    CHECK(c.optimizer.master_bytes == 2);
-    CHECK(c.optimizer.state_elem_bytes == 4);
+    CHECK(c.optimizer.master_bytes() == 2);
+    CHECK(c.optimizer.state_elem_bytes() == 4);
     CHECK(c.optimizer.step_bytes() == 3 * 2 + 2 * 8);
     // Written back as read.
     CHECK(ds_config_to_json(c)["bf16"]["bf16_master_weights_and_grads"] == true);
@@ -349,12 +349,12 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
   {
     // bf16 states keep everything on the GPU: no offload needed.
     const DsConfig c = parse(merged(with_zero({{"stage", 3}}), {{"bf16", bf16_all}}));
-    CHECK(c.optimizer.master_bytes == 2);
+    CHECK(c.optimizer.master_bytes() == 2);
     CHECK(c.optimizer.state_bytes() == 4);
   }
   CHECK(parse(merged(with_zero({{"stage", 1}, {"offload_optimizer", cpu}}),
                      {{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}}}))
-            .optimizer.master_bytes == 2);
+            .optimizer.master_bytes() == 2);
   CHECK_THAT(error_of(merged(with_zero({{"stage", 2}, {"offload_optimizer", cpu}}),
                              {{"bf16", bf16_mw},
                               {"optimizer", {{"type", "Lion"}, {"params", {{"lr", 1e-4}}}}}})),
@@ -369,10 +369,39 @@ TEST_CASE("other rejected top-level values", "[zero_config]") {
                              {{"bf16", bf16_mw},
                               {"fp16", {{"enabled", false}, {"fp16_master_weights_and_grads", true}}}})),
              Contains("mutually exclusive"));
+  // bf16 states with offload need DeepSpeedCPUAdam(fp32_optimizer_states=False): an AdamW block
+  // gets it from the engine; the script's optimizer (Accelerate's DeepSpeedCPUAdam) does not.
+  const json adamw = {{"type", "AdamW"}, {"params", {{"lr", 1e-5}}}};
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 3}, {"offload_optimizer", cpu}}),
+                             {{"bf16", bf16_all}})),
+             Contains("t.json: /bf16/bf16_optimizer_states: with ZeRO-Offload requires "
+                      "DeepSpeedCPUAdam constructed with fp32_optimizer_states=False"));
+  CHECK(parse(merged(with_zero({{"stage", 3}, {"offload_optimizer", cpu}}),
+                     {{"bf16", bf16_all}, {"optimizer", adamw}}))
+            .optimizer.state_dtype == Precision::kBf16);
+  // fp32_optimizer_states is DeepSpeedCPUAdam's: FusedAdam, built without offload, fails on it.
+  json adamw_fp32_states = adamw;
+  adamw_fp32_states["params"]["fp32_optimizer_states"] = false;
+  CHECK_THAT(error_of(merged(with_zero({{"stage", 3}}),
+                             {{"bf16", bf16_all}, {"optimizer", adamw_fp32_states}})),
+             Contains("t.json: /optimizer/params/fp32_optimizer_states: is a DeepSpeedCPUAdam "
+                      "parameter, and this block builds FusedAdam"));
+  {
+    // With an fp32 master it changes nothing: the states take the dtype of the fp32 master.
+    const DsConfig c = parse(merged(with_zero({{"stage", 2}, {"offload_optimizer", cpu}}),
+                                    {{"optimizer", adamw_fp32_states}}));
+    CHECK(c.optimizer.state_dtype == Precision::kFp32);
+    CHECK_FALSE(c.optimizer.cpu_fp32_states);
+  }
+  // An fp16 master in a bf16 run is fp16, whatever the training dtype.
+  CHECK(parse(merged(with_zero({{"stage", 2}, {"offload_optimizer", cpu}}),
+                     {{"bf16", {{"enabled", true}}},
+                      {"fp16", {{"enabled", false}, {"fp16_master_weights_and_grads", true}}}}))
+            .optimizer.master_dtype == Precision::kFp16);
   // Off, or "auto" (the default), is the default mixed precision.
   CHECK(parse(merged(with_zero({{"stage", 2}}),
                      {{"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", false}}}}))
-            .optimizer.master_bytes == 4);
+            .optimizer.master_bytes() == 4);
   CHECK_THAT(error_of(with("activation_checkpointing",
                            {{"contiguous_memory_optimization", true}, {"number_checkpoints", 4}})),
              Contains("t.json: /activation_checkpointing/contiguous_memory_optimization: needs "
