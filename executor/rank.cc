@@ -266,8 +266,12 @@ void ExecutorRank::init_state() {
         swap_->write(swap_state_offset_[g] + 2 * swap_state_bytes_[g], buf, swap_state_bytes_[g]);
         continue;
       }
-      master_g_[g] = Buffer(&mem_, master_tier, Category::kMaster32, S);
-      dev_.copy(master_g_[g].data(), params_.data() + groups[g].begin, S);
+      // On the GPU in the parameters' dtype, the parameters' partition is the master
+      // (sim::stage3_master_is_params): no buffer of its own.
+      if (master_tier != Tier::kGpu || !sim::stage3_master_is_params(config_)) {
+        master_g_[g] = Buffer(&mem_, master_tier, Category::kMaster32, S);
+        dev_.copy(master_g_[g].data(), params_.data() + groups[g].begin, S);
+      }
       exp_avg_g_[g] = Buffer(&mem_, state_tier, Category::kOptimizerStates, S);
       exp_avg_sq_g_[g] = Buffer(&mem_, state_tier, Category::kOptimizerStates, S);
       dev_.zero(exp_avg_g_[g].data(), S);

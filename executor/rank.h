@@ -239,6 +239,7 @@ class ExecutorRank {
   // Stage 1-3 GPU optimizer: the flat 16-bit copy and the fp32 gradients of the step.
   Buffer step_flat_;
   Buffer step_grad32_;
+  bool step_prepared_ = false;  // the step's flatten (and cast) task ran; its Adam task is next
   // Stage 3: gathered parameters by the gather task that made them, and partitions copied to
   // the device for a gather (offload_param).
   std::map<sim::TaskId, std::vector<Buffer>> gathered_;

@@ -195,18 +195,24 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
   }
   if (stage_ <= 2) {
     const size_t P = static_cast<size_t>(layout_.partition());
-    if (step_grad32_.empty()) {
-      // Flatten the partition's gradients and cast to fp32 (ref §2.1 item 8).
+    if (!step_prepared_) {
+      // Flatten the partition's gradients and cast to fp32 (ref §2.1 item 8); in the master's
+      // dtype already, the flat copy is the master gradient (sim::master_grads_alias_grads).
+      step_prepared_ = true;
       step_flat_ = Buffer(&mem_, Tier::kGpu, Category::kGrads, P);
       dev_.copy(step_flat_.data(), partition_acc_.data(), P);
+      if (sim::master_grads_alias_grads(config_)) return;
       step_grad32_ = Buffer(&mem_, Tier::kGpu, Category::kGrads32, P);
       dev_.copy(step_grad32_.data(), step_flat_.data(), P);
       step_flat_.reset();
       return;
     }
-    dev_.adam(hp, adam_step_, master_.data(), step_grad32_.data(), exp_avg_.data(),
-              exp_avg_sq_.data(), static_cast<int64_t>(P));
+    step_prepared_ = false;
+    const float* grad = step_grad32_.empty() ? step_flat_.data() : step_grad32_.data();
+    dev_.adam(hp, adam_step_, master_.data(), grad, exp_avg_.data(), exp_avg_sq_.data(),
+              static_cast<int64_t>(P));
     dev_.copy(params_.data() + layout_.partition_begin(), master_.data(), P);
+    step_flat_.reset();
     step_grad32_.reset();
     partition_acc_.reset();
     if (stage_ == 1) {
@@ -214,20 +220,27 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
     }
     return;
   }
-  // Stage 3, per sub-group (item 11): flatten + fp32 copy, then Adam.
+  // Stage 3, per sub-group (item 11): flatten + fp32 copy, then Adam. Without offload in fp32
+  // the flat copy is the master gradient and the parameters' partition is the master
+  // (sim::master_grads_alias_grads, sim::stage3_master_is_params).
   const size_t g = static_cast<size_t>(t.index);
   const SubGroupSlots& sg = layout_.sub_groups()[g];
   const size_t S = static_cast<size_t>(sg.size);
-  if (step_grad32_.empty()) {
+  if (!step_prepared_) {
+    step_prepared_ = true;
     step_flat_ = Buffer(&mem_, Tier::kGpu, Category::kGrads, S);
     dev_.copy(step_flat_.data(), partition_acc_.data() + sg.begin, S);
+    if (sim::master_grads_alias_grads(config_)) return;
     step_grad32_ = Buffer(&mem_, Tier::kGpu, Category::kGrads32, S);
     dev_.copy(step_grad32_.data(), step_flat_.data(), S);
     return;
   }
-  dev_.adam(hp, adam_step_, master_g_[g].data(), step_grad32_.data(), exp_avg_g_[g].data(),
-            exp_avg_sq_g_[g].data(), static_cast<int64_t>(S));
-  dev_.copy(params_.data() + sg.begin, master_g_[g].data(), S);
+  step_prepared_ = false;
+  const float* grad = step_grad32_.empty() ? step_flat_.data() : step_grad32_.data();
+  float* master = master_g_[g].empty() ? params_.data() + sg.begin : master_g_[g].data();
+  dev_.adam(hp, adam_step_, master, grad, exp_avg_g_[g].data(), exp_avg_sq_g_[g].data(),
+            static_cast<int64_t>(S));
+  if (!master_g_[g].empty()) dev_.copy(params_.data() + sg.begin, master_g_[g].data(), S);
   step_flat_.reset();
   step_grad32_.reset();
 }

@@ -456,8 +456,11 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     }
     c.g->effect(pt, false, gpu, Category::kGrads, p * P);
     c.g->effect(pt, false, gpu, Category::kGrads32, mb * P);
-    c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
+    // The flat copy is freed once cast, or kept as the master gradient when it is one.
+    const bool alias = master_grads_alias_grads(config_);
+    if (!alias) c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
     last = step_task(c, gpu_adam_task(P, /*copy_back=*/true));
+    if (alias) c.g->effect(last, true, gpu, Category::kGrads, -p * P);
     c.g->effect(last, true, gpu, Category::kGrads32, -mb * P);
     c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
   } else {

@@ -81,12 +81,13 @@ bool uses_bf16_optimizer(const DsConfig& c) {
 }
 
 bool master_grads_alias_grads(const DsConfig& c) {
-  return c.optimizer.low_precision_master() && c.grad_accum_dtype == c.optimizer.master_dtype;
+  return c.zero.stage > 0 && !uses_bf16_optimizer(c) &&
+         c.grad_accum_dtype == c.optimizer.master_dtype;
 }
 
 bool stage3_master_is_params(const DsConfig& c) {
   return c.zero.stage == 3 && c.zero.offload_optimizer.device == OffloadDevice::kNone &&
-         c.optimizer.low_precision_master() && c.optimizer.master_dtype == c.precision;
+         c.optimizer.master_dtype == c.precision;
 }
 
 int sequence_parallel_size(const DsConfig& config) {

@@ -211,15 +211,16 @@ struct DsConfig {
 // master weights and states, then all-gathers the 16-bit parameters (docs/cost_model.md).
 bool uses_bf16_optimizer(const DsConfig& config);
 
-// 16-bit master weights whose dtype is the gradients' accumulation dtype: the step's cast of the
-// flat gradient partition to the master dtype (Tensor.to) returns the same tensor, so there is no
-// master-gradient copy on the GPU (stage_1_and_2.py step: flat_grad_partition.to(...); stage3.py
-// _prepare_fp32_grad_for_sub_group). fp32 masters of fp32 training would qualify too; zplan and
-// its executor keep that copy (docs/cost_model.md §10).
+// The master's dtype is the gradients' accumulation dtype (fp32 training, fp32 grad_accum_dtype,
+// or 16-bit master weights in the gradients' dtype): the step's cast of the flat gradient
+// partition to the master dtype (Tensor.to) returns the same tensor, so the flat copy is the
+// master gradient, with no copy of its own on the GPU (stage_1_and_2.py step:
+// flat_grad_partition.to(...); stage3.py _prepare_fp32_grad_for_sub_group).
 bool master_grads_alias_grads(const DsConfig& config);
-// Stage 3 without optimizer offload, 16-bit master weights in the parameters' dtype: the
-// optimizer steps the 16-bit partition itself, with no master copy (stage3.py
-// _create_fp32_partitions reuses fp16_partitioned_groups_flat when dtype and device match).
+// Stage 3 without optimizer offload, master in the parameters' dtype (fp32 training, or 16-bit
+// master weights in the training dtype): the optimizer steps the parameters' partition itself,
+// with no master copy and no copy back (stage3.py _create_fp32_partitions reuses
+// fp16_partitioned_groups_flat when dtype and device match).
 bool stage3_master_is_params(const DsConfig& config);
 
 // Ulysses sequence parallelism: the top-level "sequence_parallel_size" DsConfig keeps in `other`

@@ -170,6 +170,36 @@ TEST_CASE("16-bit master weights halve the master and its gradient, bf16 states 
   }
 }
 
+TEST_CASE("fp32 training at stage 3 steps the parameters' partition as its master", "[memory]") {
+  // stage3.py _create_fp32_partitions reuses fp16_partitioned_groups_flat when it already has the
+  // master's dtype and device, and the step's .to(fp32) of an fp32 flat gradient returns it: no
+  // master row, no master-gradient copy. Stage 2 clones its master (stage_1_and_2.py), but its
+  // step's cast is the same tensor too.
+  const models::Model model = one_tensor_model(800'000'000);
+  const double P = 100'000'000;
+  auto fp32 = [](int stage) {
+    return R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": )" +
+           std::to_string(stage) + "}}";
+  };
+  MemoryReport r3 = analyze_memory(model, ideal_cluster(8), config(fp32(3), 8),
+                                   Workload{1, Attention::kSdpa});
+  CHECK(r3.phases[0][Tier::kGpu][Category::kMaster32] == 0);
+  CHECK(r3.phases[0][Tier::kGpu][Category::kParams16] == Approx(4 * P));
+  CHECK(r3.phases[2][Tier::kGpu][Category::kGrads32] == 0);
+  MemoryReport r2 = analyze_memory(model, ideal_cluster(8), config(fp32(2), 8),
+                                   Workload{1, Attention::kSdpa});
+  CHECK(r2.phases[0][Tier::kGpu][Category::kMaster32] == Approx(4 * P));
+  CHECK(r2.phases[2][Tier::kGpu][Category::kGrads32] == 0);
+  // With optimizer offload the master is a clone on the host at stage 3 too.
+  MemoryReport ro = analyze_memory(
+      model, ideal_cluster(8),
+      config(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
+                 "offload_optimizer": {"device": "cpu"}}})",
+             8),
+      Workload{1, Attention::kSdpa});
+  CHECK(ro.phases[0][Tier::kHost][Category::kMaster32] == Approx(8 * 4 * P));
+}
+
 TEST_CASE("NVMe offload puts 16 bytes per partition element on NVMe", "[memory]") {
   // fp32 params, m, v and fp32 grads are swapped (ref §2.2 "NVMe bytes per rank"); swap buffers:
   // buffer_count 4 x the largest sub-group (here the whole partition, 1e8) x 4 bytes, pinned.
