@@ -168,7 +168,7 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   const double p = sizes_.param_bytes;
   if (gpu.arch != hardware::Arch::kCpu) {
     // One bandwidth-bound kernel (gpu_optimizer_bytes); stage 0's FP16_Optimizer also writes the
-    // 16-bit copy. Without copy_back at stage 3 the master is the 16-bit partition itself
+    // 16-bit copy. Without copy_back at stage 3 the master is the parameters' partition itself
     // (stage3_master_is_params), and the copy_ to itself is a no-op.
     const double copy = copy_back || config_.zero.stage == 0 ? 0 : p;
     return memory_task(TaskKind::kOptimizerGpu, Resource::kCompute,
@@ -444,7 +444,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
   if (!offload) {
     // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
     // item 8).
-    // A 16-bit master gradient in the accumulation dtype is the flat copy itself
+    // A master gradient in the accumulation dtype is the flat copy itself
     // (master_grads_alias_grads).
     const double mb = master_grads_alias_grads(config_) ? 0 : config_.optimizer.master_bytes();
     Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * P);
