@@ -266,9 +266,9 @@ void ExecutorRank::init_state() {
         swap_->write(swap_state_offset_[g] + 2 * swap_state_bytes_[g], buf, swap_state_bytes_[g]);
         continue;
       }
-      // On the GPU in the parameters' dtype, the parameters' partition is the master
+      // Without offload in the parameters' dtype, the parameters' partition is the master
       // (sim::stage3_master_is_params): no buffer of its own.
-      if (master_tier != Tier::kGpu || !sim::stage3_master_is_params(config_)) {
+      if (!sim::stage3_master_is_params(config_)) {
         master_g_[g] = Buffer(&mem_, master_tier, Category::kMaster32, S);
         dev_.copy(master_g_[g].data(), params_.data() + groups[g].begin, S);
       }
