@@ -17,7 +17,8 @@ std::string si(double value);
 
 // A memory category in words: "optimizer states", "gathered params"; the model-dtype parameters
 // by the dtype they are in ("bf16 params", "fp32 params" when training in fp32).
-std::string category_words(int category, sim::Precision precision, sim::Precision master = sim::Precision::kFp32);
+std::string category_words(int category, sim::Precision precision,
+                           sim::Precision master = sim::Precision::kFp32);
 
 }  // namespace zplan::planner
 

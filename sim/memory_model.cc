@@ -481,18 +481,14 @@ PhaseMemory PhaseWalk::step_phase() const {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
       g[Category::kGrads] += a * P + p * P;
-      if (!master_grads_alias_grads(config_)) {
-        g[Category::kGrads32] += config_.optimizer.master_bytes() * P;
-      }
+      g[Category::kGrads32] += master_grad_copy_bytes(config_) * P;
     }
   } else {
     // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
     if (s.cpu_partition < P) {
       double S = std::min(s.max_sub_group, P - s.cpu_partition);
       g[Category::kGrads] += p * S;
-      if (!master_grads_alias_grads(config_)) {
-        g[Category::kGrads32] += config_.optimizer.master_bytes() * S;
-      }
+      g[Category::kGrads32] += master_grad_copy_bytes(config_) * S;
     }
   }
   return pm;

@@ -445,8 +445,8 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     // Flatten the partition's gradients, cast to fp32, Adam, copy back to 16-bit (ref §2.1
     // item 8).
     // A master gradient in the accumulation dtype is the flat copy itself
-    // (master_grads_alias_grads).
-    const double mb = master_grads_alias_grads(config_) ? 0 : config_.optimizer.master_bytes();
+    // (master_grad_copy_bytes is 0).
+    const double mb = master_grad_copy_bytes(config_);
     Task prep = memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * P);
     TaskId pt = step_task(c, prep);
     // Partition slices of ~1/dp of the tensors (at least one) in averaged_gradients.
@@ -536,8 +536,8 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
   if (framework_terms) {
     step_task(c, optimizer_checks_task(gpu_part, groups, /*on_host=*/!(gpu_part > 0)), -1);
   }
-  // The master-dtype gradient copy, none when it is the flat copy (master_grads_alias_grads).
-  const double mb = master_grads_alias_grads(config_) ? 0 : config_.optimizer.master_bytes();
+  // The master-dtype gradient copy, none when it is the flat copy.
+  const double mb = master_grad_copy_bytes(config_);
   const bool copy_back = !stage3_master_is_params(config_);
   for (int g = 0; g < groups; ++g) {
     const double S = sizes_.sub_group_sizes[g];

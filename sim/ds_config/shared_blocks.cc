@@ -108,10 +108,13 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
   const Precision self = fp16 ? Precision::kFp16 : Precision::kBf16;
   bool enabled =
       r->is_auto("enabled") ? context.auto_precision == self : b.boolean("enabled").value_or(false);
+  // Reads a master-weights flag once and returns it; the flags need a ZeRO optimizer.
   auto needs_zero = [&](const char* key) {
-    if (b.boolean(key).value_or(false) && stage == 0) {
+    const bool on = b.boolean(key).value_or(false);
+    if (on && stage == 0) {
       r->fail(key, "is only supported with ZeRO stages 1, 2 and 3, but stage is 0");
     }
+    return on;
   };
   if (fp16) {
     b.boolean("auto_cast");
@@ -128,22 +131,19 @@ bool read_precision_block(const JsonReader& top, const char* name, bool fp16,
     if (enabled && loss_scale == 0 && min_scale <= 0) {
       r->fail("min_loss_scale", "must be positive with dynamic loss scaling (loss_scale 0)");
     }
-    needs_zero("fp16_master_weights_and_grads");
-    if (flags != nullptr && b.boolean("fp16_master_weights_and_grads").value_or(false)) {
-      flags->fp16_master = *r;
-    }
+    const bool fp16_master = needs_zero("fp16_master_weights_and_grads");
+    if (flags != nullptr && fp16_master) flags->fp16_master = *r;
   } else {
     b.boolean("immediate_grad_update");
     b.boolean("check_grad_overflow");
-    needs_zero("bf16_master_weights_and_grads");
-    needs_zero("bf16_optimizer_states");
-    if (b.boolean("bf16_optimizer_states").value_or(false) &&
-        !b.boolean("bf16_master_weights_and_grads").value_or(false)) {
+    const bool bf16_master = needs_zero("bf16_master_weights_and_grads");
+    const bool bf16_states = needs_zero("bf16_optimizer_states");
+    if (bf16_states && !bf16_master) {
       r->fail("bf16_optimizer_states", "requires bf16_master_weights_and_grads");
     }
-    if (flags != nullptr && b.boolean("bf16_master_weights_and_grads").value_or(false)) {
+    if (flags != nullptr && bf16_master) {
       flags->bf16_master = *r;
-      flags->bf16_states = b.boolean("bf16_optimizer_states").value_or(false);
+      flags->bf16_states = bf16_states;
     }
   }
   json extras = unmodeled_members(r->json(), kEnabled, AutoRule::kMeansDefault);

@@ -85,6 +85,10 @@ bool master_grads_alias_grads(const DsConfig& c) {
          c.grad_accum_dtype == c.optimizer.master_dtype;
 }
 
+double master_grad_copy_bytes(const DsConfig& c) {
+  return master_grads_alias_grads(c) ? 0 : c.optimizer.master_bytes();
+}
+
 bool stage3_master_is_params(const DsConfig& c) {
   return c.zero.stage == 3 && c.zero.offload_optimizer.device == OffloadDevice::kNone &&
          c.optimizer.master_dtype == c.precision;

@@ -217,6 +217,9 @@ bool uses_bf16_optimizer(const DsConfig& config);
 // master gradient, with no copy of its own on the GPU (stage_1_and_2.py step:
 // flat_grad_partition.to(...); stage3.py _prepare_fp32_grad_for_sub_group).
 bool master_grads_alias_grads(const DsConfig& config);
+// Bytes per partition element of the step's master-dtype gradient copy on the GPU: the master's
+// element size, or 0 when the flat copy is the master gradient (master_grads_alias_grads).
+double master_grad_copy_bytes(const DsConfig& config);
 // Stage 3 without optimizer offload, master in the parameters' dtype (fp32 training, or 16-bit
 // master weights in the training dtype): the optimizer steps the parameters' partition itself,
 // with no master copy and no copy back (stage3.py _create_fp32_partitions reuses
