@@ -203,6 +203,18 @@ bool allgathers_sequentially(const ZeroConfig& z);
 ZeroConfig read_zero_optimization(const JsonReader& top, const ParseContext& context,
                                   Locator& locator, Errors& errors);
 nlohmann::json zero_optimization_to_json(const ZeroConfig& zero);
+// zero_optimization's nested blocks (zero_nested_blocks.cc). read_offload_optimizer moves the
+// accepted keys zplan does not model into `passthrough`.
+OffloadParamConfig read_offload_param(const JsonReader& r, Errors& errors);
+OffloadOptimizerConfig read_offload_optimizer(const JsonReader& r, int stage,
+                                              nlohmann::json& passthrough, Errors& errors);
+LeafModuleConfig read_leaf_module(const JsonReader& r, Errors& errors);
+nlohmann::json leaf_module_to_json(const LeafModuleConfig& leaf);
+nlohmann::json offload_param_to_json(const OffloadParamConfig& param);
+nlohmann::json offload_optimizer_to_json(const OffloadOptimizerConfig& optimizer,
+                                         const nlohmann::json& extras);
+// An integer Field(ge=0) of `b`, if given: negative values are rejected where they are read.
+void read_count(const BlockReader& b, std::string_view key, int64_t& out);
 // The stage is 0-3 (the first of check_zero_optimization's checks).
 void check_stage(int stage, const Locator& locator);
 // The invariants of a resolved ZeroConfig (ranges, stage rules of the offload blocks).

@@ -15,6 +15,9 @@
 
 namespace zplan::testing {
 
+// The commands that read a whole training setup and print what it needs.
+inline constexpr const char* kSetupCommands[] = {"memory", "simulate"};
+
 struct RunResult {
   int exit_code = -1;
   std::string out;

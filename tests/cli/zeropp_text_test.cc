@@ -11,8 +11,6 @@
 namespace zplan::testing {
 namespace {
 
-const char* const kSetupCommands[] = {"memory", "simulate"};
-
 // The stock A100 profile with one 100 Gb/s NIC per node: ZeRO-3 is network-bound there, so the
 // planner's ZeRO++ and MiCS variants win and stay in a sweep.
 std::string thin_a100() {
