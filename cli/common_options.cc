@@ -96,6 +96,12 @@ void add_setup_options(CLI::App& app, SetupOptions& o, bool zero_flags) {
   app.add_option("--autotp", o.autotp,
                  "tensor_parallel.autotp_size: AutoTP training, each layer's weights split over "
                  "this many GPUs of a node, ZeRO over the GPUs / it (default: 1, off)");
+  app.add_option("--client-optimizer", o.client_optimizer,
+                 "without an optimizer block, the script's AdamW as it updates on the GPU: fused "
+                 "(one kernel: torch's fused=True, the Trainer's adamw_torch_fused, its default "
+                 "with torch >= 2.8) or foreach (torch.optim.AdamW's default, the Trainer's "
+                 "adamw_torch: a pass per operation and a denominator of the stepped size) "
+                 "(default: fused)");
   app.add_option("--nvme-path", o.nvme_path,
                  "nvme_path of NVMe offload (a setting of the config: nothing is written there)")
       ->capture_default_str();
@@ -457,6 +463,37 @@ void check_param_swap_buffers(const SetupOptions& o, const models::Model& model,
   }
 }
 
+// --client-optimizer: the script's torch.optim.AdamW, for a config without an optimizer block
+// (engine.py _configure_optimizer steps the client optimizer on the ZeRO partitions).
+void apply_client_optimizer(const SetupOptions& o, sim::DsConfig& config) {
+  const std::string v = ascii_lower(o.client_optimizer);
+  sim::GpuStep step;
+  if (v == "fused" || v == "adamw_torch_fused") {
+    step = sim::GpuStep::kFused;
+  } else if (v == "foreach" || v == "adamw_torch") {
+    step = sim::GpuStep::kForeach;
+  } else {
+    throw InputError("--client-optimizer", "must be fused, foreach, adamw_torch_fused or "
+                                           "adamw_torch, got '" + o.client_optimizer + "'");
+  }
+  if (config.optimizer.from_file) {
+    throw InputError("--client-optimizer",
+                     "contradicts " + json_location(o.ds_config, "/optimizer") + ", which builds " +
+                         config.optimizer.name + "; the flag is for the script's own optimizer, "
+                         "with no optimizer block in the file");
+  }
+  if (config.zero.offload_optimizer.device != sim::OffloadDevice::kNone) {
+    throw InputError("--client-optimizer",
+                     "with optimizer offload the Trainer and Accelerate hand DeepSpeed a "
+                     "DeepSpeedCPUAdam instead (zero_force_ds_cpu_optimizer), which steps on the "
+                     "host; the flag is for the GPU update");
+  }
+  config.optimizer.name = "torch.optim.AdamW";
+  config.optimizer.gpu_step = step;
+  // torch.optim.AdamW's default weight_decay, 0.01: the foreach path's decay pass.
+  config.optimizer.weight_decay_pass = step == sim::GpuStep::kForeach;
+}
+
 }  // namespace
 
 Setup resolve_setup(const SetupOptions& o) {
@@ -509,6 +546,7 @@ Setup resolve_setup(const SetupOptions& o) {
                       "stage is " + std::to_string(config.zero.stage));
     }
   }
+  if (!o.client_optimizer.empty()) apply_client_optimizer(o, config);
   if (o.attention.empty() && !o.no_flash_attention && model.shape().attn_logit_softcapping > 0) {
     // Gemma-2: transformers from 4.42 swapped the default sdpa for eager
     // (Gemma2PreTrainedModel._check_and_enable_sdpa) until its attention refactor removed the

@@ -69,6 +69,8 @@ struct SetupOptions {
   // --autotp: tensor_parallel.autotp_size (AutoTP training, sim/tensor_parallel.h).
   std::optional<int> autotp;
   std::string nvme_path = "/local_nvme";
+  // --client-optimizer: how the script's own Adam (no optimizer block) updates on the GPU.
+  std::string client_optimizer;
 };
 
 // Adds --model --hw --gpus --nodes --seq-len --micro-batch --gas --global-batch --precision

@@ -178,12 +178,15 @@ std::string describe_training(const sim::DsConfig& c, const sim::Workload& w) {
                                                            : ", checkpointing full")
            : ", checkpointing none";
   s += std::string(", attention ") + sim::attention_name(w.attention);
-  if (!c.optimizer.is_adam()) {
-    // The file's optimizer block builds something other than Adam: its states change memory.
-    const bool cpu = c.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
-    s += strformat(", optimizer %s (%d fp32 state%s)",
-                   (cpu ? c.optimizer.cpu_name : c.optimizer.name).c_str(), c.optimizer.states,
-                   c.optimizer.states == 1 ? "" : "s");
+  const bool cpu_step = c.zero.offload_optimizer.device != sim::OffloadDevice::kNone;
+  const bool foreach = !cpu_step && c.optimizer.gpu_step == sim::GpuStep::kForeach;
+  if (!c.optimizer.is_adam() || foreach) {
+    // The optimizer is not Adam (its states change memory), or its update is torch's foreach
+    // path (its passes change the step's time, its denominator the step's memory).
+    s += strformat(", optimizer %s (%d fp32 state%s%s)",
+                   (cpu_step ? c.optimizer.cpu_name : c.optimizer.name).c_str(),
+                   c.optimizer.states, c.optimizer.states == 1 ? "" : "s",
+                   foreach ? ", foreach update" : "");
   }
   if (w.fused_loss || !w.loss_upcast) s += std::string(", ") + w.loss_name() + " loss";
   if (!w.zero_init && c.zero.stage == 3) s += ", model built outside zero.Init";
@@ -233,6 +236,9 @@ nlohmann::json setup_to_json(const Setup& setup) {
       {"class", cpu_optimizer ? setup.config.optimizer.cpu_name : setup.config.optimizer.name},
       {"fp32_states", setup.config.optimizer.states},
       {"from_ds_config", setup.config.optimizer.from_file}};
+  if (!cpu_optimizer && setup.config.optimizer.gpu_step == sim::GpuStep::kForeach) {
+    j["optimizer"]["gpu_update"] = "foreach";
+  }
   j["ds_config"] = sim::ds_config_to_json(setup.config);
   return j;
 }

@@ -111,6 +111,10 @@ class ExecutorRank {
   void h2d(sim::TaskId id, const sim::Task& t);
   void d2h(const sim::Task& t);
   void optimizer_gpu(const sim::Task& t);
+  // What the planned GPU update allocates while it runs over `n` elements (torch's foreach Adam:
+  // its denominator, sim::OptimizerConfig::gpu_step_transient_bytes), held for the length of
+  // this rank's own update so that its memory is the simulator's; empty for a fused update.
+  Buffer update_scratch(size_t n);
   void optimizer_cpu(const sim::Task& t);
   void all_gather(sim::TaskId id, const sim::Task& t);
   void nvme_read(sim::TaskId id, const sim::Task& t);

@@ -181,10 +181,18 @@ void ExecutorRank::d2h(const sim::Task& t) {
 
 // --- The optimizer step -----------------------------------------------------------------------
 
+Buffer ExecutorRank::update_scratch(size_t n) {
+  const double bytes = config_.optimizer.gpu_step_transient_bytes() * static_cast<double>(n);
+  if (bytes <= 0) return Buffer();
+  return Buffer(&mem_, Tier::kGpu, Category::kOptimizerStates,
+                static_cast<size_t>(bytes / sizeof(float)));
+}
+
 void ExecutorRank::optimizer_gpu(const sim::Task& t) {
   const kernels::AdamHyper& hp = options_.adam;
   if (stage_ == 0) {
     // FP16_Optimizer in fp32: Adam on the model's own tensors, then zero_grad (ref §2.3).
+    Buffer scratch = update_scratch(static_cast<size_t>(layout_.psi()));
     for (size_t id = 0; id < layout_.params().size(); ++id) {
       const ParamSlot& s = layout_.params()[id];
       dev_.adam(hp, adam_step_, params_.data() + s.flat_offset, full_grads_[id].data(),
@@ -209,6 +217,7 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
     }
     step_prepared_ = false;
     const float* grad = step_grad32_.empty() ? step_flat_.data() : step_grad32_.data();
+    Buffer scratch = update_scratch(P);
     dev_.adam(hp, adam_step_, master_.data(), grad, exp_avg_.data(), exp_avg_sq_.data(),
               static_cast<int64_t>(P));
     dev_.copy(params_.data() + layout_.partition_begin(), master_.data(), P);
@@ -238,6 +247,7 @@ void ExecutorRank::optimizer_gpu(const sim::Task& t) {
   step_prepared_ = false;
   const float* grad = step_grad32_.empty() ? step_flat_.data() : step_grad32_.data();
   float* master = master_g_[g].empty() ? params_.data() + sg.begin : master_g_[g].data();
+  Buffer scratch = update_scratch(S);
   dev_.adam(hp, adam_step_, master, grad, exp_avg_g_[g].data(), exp_avg_sq_g_[g].data(),
             static_cast<int64_t>(S));
   if (!master_g_[g].empty()) dev_.copy(params_.data() + sg.begin, master_g_[g].data(), S);

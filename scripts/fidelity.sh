@@ -281,6 +281,7 @@ if sys.argv[6] == "1":
                 c.get("attention", {False: "no fused attention", True: "flash attention"}.get(c.get("flash_attention"), "sdpa (zplan's default)"))
                 + (", %s loss" % c["loss"] if "loss" in c else "")
                 + (", model built outside zero.Init" if c.get("zero_init") is False else "")
+                + (", the script's AdamW on torch's %s update" % c["client_optimizer"] if "client_optimizer" in c else "")
                 + (", transformers %s" % c["transformers"] if "transformers" in c else "")
                 + (", LoRA r %d on %s, dropout %g" % (c["lora"]["rank"], c["lora"]["targets"], c["lora"].get("dropout", 0)) if "lora" in c else ""))
             comp = "; ".join(
@@ -372,6 +373,10 @@ def run_case(c, tmp, sets=None):
     # and hands it to deepspeed.initialize (ZeRO-3 then moves it whole to the GPU first).
     if c.get("zero_init") is False:
         cmd.append("--no-zero-init")
+    # "client_optimizer" (optional): "foreach" where the script passes its own torch.optim.AdamW
+    # without fused=True (no optimizer block): torch's foreach update, a pass per operation.
+    if "client_optimizer" in c:
+        cmd += ["--client-optimizer", c["client_optimizer"]]
     # "transformers" (optional): "4" where the run's transformers built a mixture of experts
     # as 4.x does (a module per expert Linear); without it, the release of the run's date
     # (transformers_of), else zplan's default (5). It changes nothing for a dense model.

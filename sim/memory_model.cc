@@ -469,19 +469,24 @@ PhaseMemory PhaseWalk::step_phase() const {
   const double p = p_, a = a_, P = P_;
   PhaseMemory pm = start_phase(Phase::kStep);
   MemoryBreakdown& g = pm[Tier::kGpu];
+  // What one GPU update allocates while it runs, per stepped element (torch's foreach Adam).
+  const double transient = config_.optimizer.gpu_step_transient_bytes();
   if (z.stage == 0) {
     g[Category::kGrads] += p * s.train_psi;
     // grads_groups_flat: fp32 copy of all gradients (ref §2.3).
     if (config_.precision != Precision::kFp32) g[Category::kGrads32] += 4 * s.train_psi;
+    g[Category::kOptimizerStates] += transient * s.train_psi;
   } else if (bf16_optimizer_) {
     // BF16_Optimizer.step(): the gradient partition is a view of the fp32 buffer (no copy); the
     // 16-bit gradients live until zero_grad() after the step.
     g[Category::kGrads] += p * s.train_psi;
+    g[Category::kOptimizerStates] += transient * P;
   } else if (z.stage <= 2) {
     if (!offload_opt_) {
       // grads_in_partition + flatten copy + fp32 copy (ref §2.1 item 8).
       g[Category::kGrads] += a * P + p * P;
       g[Category::kGrads32] += master_grad_copy_bytes(config_) * P;
+      g[Category::kOptimizerStates] += transient * P;
     }
   } else {
     // Per sub-group on the GPU: a 16-bit flat copy and the fp32 gradient (ref §2.2 item 11).
@@ -489,6 +494,7 @@ PhaseMemory PhaseWalk::step_phase() const {
       double S = std::min(s.max_sub_group, P - s.cpu_partition);
       g[Category::kGrads] += p * S;
       g[Category::kGrads32] += master_grad_copy_bytes(config_) * S;
+      g[Category::kOptimizerStates] += transient * S;
     }
   }
   return pm;

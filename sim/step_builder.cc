@@ -186,6 +186,19 @@ Task StepBuilder::gpu_adam_task(double elems, bool copy_back) const {
   return t;
 }
 
+TaskId StepBuilder::step_gpu_adam(Ctx& c, double elems, bool copy_back, int index,
+                                  TaskId after) const {
+  TaskId t = step_task(c, gpu_adam_task(elems, copy_back), index, after);
+  // torch's foreach Adam: exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs), a new tensor of the
+  // stepped size, freed when _multi_tensor_adam returns.
+  const double transient = config_.optimizer.gpu_step_transient_bytes() * elems;
+  if (transient > 0) {
+    c.g->effect(t, false, Tier::kGpu, Category::kOptimizerStates, transient);
+    c.g->effect(t, true, Tier::kGpu, Category::kOptimizerStates, -transient);
+  }
+  return t;
+}
+
 Task StepBuilder::optimizer_checks_task(double elems, double tensors, bool on_host) const {
   const hardware::Profile& prof = cluster_.profile;
   const double a = sizes_.grad_accum_bytes;
@@ -421,7 +434,7 @@ void StepBuilder::optimizer_stage0(Ctx& c) const {
   const Tier gpu = Tier::kGpu;
   // FP16_Optimizer: fp32 copy of the flat gradients, fused Adam, 16-bit copy back (ref §2.3).
   // Over the trainable parameters only (frozen ones have no gradient and no optimizer state).
-  TaskId ot = step_task(c, gpu_adam_task(sizes_.train_psi, /*copy_back=*/false));
+  TaskId ot = step_gpu_adam(c, sizes_.train_psi, /*copy_back=*/false);
   if (config_.precision != Precision::kFp32) {
     c.g->effect(ot, false, gpu, Category::kGrads32, 4 * sizes_.train_psi);
     c.g->effect(ot, true, gpu, Category::kGrads32, -4 * sizes_.train_psi);
@@ -459,7 +472,7 @@ void StepBuilder::optimizer_stages12(Ctx& c) const {
     // The flat copy is freed once cast, or kept as the master gradient when it is one.
     const bool alias = master_grads_alias_grads(config_);
     if (!alias) c.g->effect(pt, true, gpu, Category::kGrads, -p * P);
-    last = step_task(c, gpu_adam_task(P, /*copy_back=*/true));
+    last = step_gpu_adam(c, P, /*copy_back=*/true);
     if (alias) c.g->effect(last, true, gpu, Category::kGrads, -p * P);
     c.g->effect(last, true, gpu, Category::kGrads32, -mb * P);
     c.g->effect(last, true, gpu, Category::kGrads, -a * P);  // grads_in_partition
@@ -504,7 +517,7 @@ void StepBuilder::optimizer_bf16(Ctx& c) const {
   if (cluster_.profile.gpu.arch != hardware::Arch::kCpu) {
     ct = step_task(c, optimizer_checks_task(flat, param_tensors_, /*on_host=*/false));
   }
-  TaskId at = step_task(c, gpu_adam_task(P, /*copy_back=*/true), -1, ct);
+  TaskId at = step_gpu_adam(c, P, /*copy_back=*/true, -1, ct);
   TaskId gt = step_task(c, collective_task(TaskKind::kAllGather, Resource::kCompute,
                                            Collective::kAllGather, p * flat),
                         -1, at);
@@ -546,7 +559,7 @@ void StepBuilder::optimizer_stage3(Ctx& c) const {
           memory_task(TaskKind::kOptimizerGpu, Resource::kCompute, (a + p + p + mb) * S), g);
       c.g->effect(pt, false, gpu, Category::kGrads, p * S);
       c.g->effect(pt, false, gpu, Category::kGrads32, mb * S);
-      TaskId at = step_task(c, gpu_adam_task(S, copy_back), g);
+      TaskId at = step_gpu_adam(c, S, copy_back, g);
       c.g->effect(at, true, gpu, Category::kGrads, -p * S);
       c.g->effect(at, true, gpu, Category::kGrads32, -mb * S);
       last = at;

@@ -116,6 +116,10 @@ class StepBuilder {
   // The fused Adam of the optimizer step on the device over `elems` parameters, with or without
   // writing the updated parameters back to the model's copy.
   Task gpu_adam_task(double elems, bool copy_back) const;
+  // Places gpu_adam_task(elems, copy_back) in the optimizer step (step_task's index and after),
+  // with the memory its update allocates while it runs (gpu_step_transient_bytes).
+  TaskId step_gpu_adam(Ctx& c, double elems, bool copy_back, int index = -1,
+                       TaskId after = std::numeric_limits<TaskId>::max()) const;
   // Stage 3's collectives with ZeRO++ and MiCS (step_builder_zeropp.cc). A parameter gather of
   // `fetch` elements -- from hpZ's secondary partition when `secondary` -- as the tasks to place
   // one after the other on `stream`, their copy and (de)quantize kernels counted in.

@@ -12,11 +12,12 @@ namespace zplan::sim {
 
 inline constexpr TaskId kNoTaskId = std::numeric_limits<TaskId>::max();
 
-// HBM bytes per parameter of a fused optimizer step on the GPU: the optimizer's own reads and
-// writes (OptimizerConfig::step_bytes; Adam: read fp32 param, grad, m, v (16), write param, m, v
-// (12)), then the 16-bit copy written (p). [est: the kernel is bandwidth bound]
+// HBM bytes per parameter of the optimizer step on the GPU: the update's reads and writes
+// (OptimizerConfig::gpu_step_bytes; fused Adam: read fp32 param, grad, m, v (16), write param, m, v
+// (12); torch's foreach Adam a pass per operation), then the 16-bit copy written (p). [est: the
+// kernels are bandwidth bound]
 inline double gpu_optimizer_bytes(const OptimizerConfig& optimizer, double param_bytes) {
-  return optimizer.step_bytes() + param_bytes;
+  return optimizer.gpu_step_bytes() + param_bytes;
 }
 
 // The state of one StepBuilder::build() call.

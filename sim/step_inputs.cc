@@ -81,8 +81,10 @@ void visit(const AioConfig& s, F& f) {
 
 template <typename F>
 void visit(const OptimizerConfig& s, F& f) {
-  const auto& [name, cpu_name, states, cpu, from_file, master_dtype, state_dtype, cpu_fp32_states] = s;
-  f(name), f(cpu_name), f(states), f(cpu), f(from_file), f(master_dtype), f(state_dtype), f(cpu_fp32_states);
+  const auto& [name, cpu_name, states, cpu, from_file, master_dtype, state_dtype, cpu_fp32_states,
+               gpu_step, weight_decay_pass] = s;
+  f(name), f(cpu_name), f(states), f(cpu), f(from_file), f(master_dtype), f(state_dtype);
+  f(cpu_fp32_states), f(gpu_step), f(weight_decay_pass);
 }
 
 template <typename F>

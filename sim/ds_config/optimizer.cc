@@ -137,13 +137,24 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
   }
   auto param = [&](const char* key) { return member_of(params.json(), key); };
   Built b;
+  GpuStep gpu_step = GpuStep::kFused;
+  bool weight_decay_pass = false;
   if (name == "adam" || name == "adamw") {
     // torch_adam builds torch.optim.Adam(W); else FusedAdam, or DeepSpeedCPUAdam with offload.
     if (truthy(param("torch_adam"))) {
-      b = {name == "adam" && !truthy(param("adam_w_mode")) && param("adam_w_mode") != nullptr
-               ? "torch.optim.Adam"
-               : "torch.optim.AdamW",
-           2, CpuOptimizer::kNone, "", true};
+      const bool adam = name == "adam" && !truthy(param("adam_w_mode")) &&
+                        param("adam_w_mode") != nullptr;
+      b = {adam ? "torch.optim.Adam" : "torch.optim.AdamW", 2, CpuOptimizer::kNone, "", true};
+      // The rest of params go to its constructor (engine.py _configure_basic_optimizer): fused
+      // true is torch's one-kernel update; otherwise it takes the foreach path on the GPU.
+      // weight_decay defaults to 0.01 for AdamW and 0 for Adam, whose L2 form adds the
+      // parameters into the gradient instead of scaling them (counted as the same one pass).
+      // "auto" is the Trainer's --weight_decay, 0 unless given.
+      if (!truthy(param("fused"))) {
+        gpu_step = GpuStep::kForeach;
+        weight_decay_pass = !params.is_auto("weight_decay") &&
+                            number_param(params, "weight_decay", adam ? 0.0 : 0.01) != 0;
+      }
     } else {
       b = {"FusedAdam", 2, CpuOptimizer::kAdam, "DeepSpeedCPUAdam", true};
     }
@@ -211,6 +222,8 @@ OptimizerConfig read_optimizer(const JsonReader& top, const DsConfig& c,
          "DeepSpeedCPUAdagrad, which Adam/AdamW without torch_adam, Lion and Adagrad build)");
   }
   OptimizerConfig out{b.name, b.cpu_name, b.states, b.cpu, /*from_file=*/true};
+  out.gpu_step = gpu_step;
+  out.weight_decay_pass = weight_decay_pass;
   // fp32_optimizer_states: _configure_basic_optimizer pops it only for DeepSpeedCPUAdam (None,
   // absent or null, keeps its default True; any other value is tested for truth in cpu_adam.py);
   // FusedAdam and torch.optim get it as a keyword they do not take.

@@ -85,6 +85,18 @@ bool master_grads_alias_grads(const DsConfig& c) {
          c.grad_accum_dtype == c.optimizer.master_dtype;
 }
 
+double OptimizerConfig::gpu_step_bytes() const {
+  if (gpu_step == GpuStep::kFused) return step_bytes();
+  // torch/optim/adam.py _multi_tensor_adam, each _foreach_* op a read of its operands and a write
+  // of its result, with m the master's (and gradient's) element size and s the states': the
+  // weight-decay mul_ of the parameters (2m); lerp_ of exp_avg toward the gradient (2s + m); mul_
+  // of exp_avg_sq (2s); addcmul_ of the gradient squared into it (2s + m, the gradient read once
+  // for both operands); sqrt into a new tensor (2s); div_ by the bias correction (2s); add_ of
+  // eps (2s); addcdiv_ of the parameters (2m + 2s).
+  const double m = master_bytes(), s = state_elem_bytes();
+  return (weight_decay_pass ? 2 * m : 0) + 14 * s + 4 * m;
+}
+
 double master_grad_copy_bytes(const DsConfig& c) {
   return master_grads_alias_grads(c) ? 0 : c.optimizer.master_bytes();
 }

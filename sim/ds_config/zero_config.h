@@ -102,6 +102,19 @@ enum class CpuOptimizer {
   kLion,       // DeepSpeedCPULion (csrc/lion/cpu_lion_impl.cpp)
   kAdagrad,    // DeepSpeedCPUAdagrad (csrc/adagrad/cpu_adagrad.cpp)
 };
+// How the GPU step runs Adam's update on the stepped partition.
+enum class GpuStep {
+  // One kernel over the tensors (DeepSpeed's FusedAdam, csrc/adam/multi_tensor_adam.cu; torch's
+  // fused=True, the Hugging Face Trainer's adamw_torch_fused).
+  kFused,
+  // torch.optim.Adam/AdamW without fused=True on CUDA tensors: _default_to_fused_or_foreach picks
+  // the foreach path (torch/optim/adam.py _multi_tensor_adam), a kernel per operation of the
+  // update, each a pass over the tensors, and _foreach_sqrt allocates the denominator as a new
+  // tensor of the stepped size (the Trainer's adamw_torch; the for-loop path, foreach=False, and
+  // transformers' own AdamW, adamw_hf, make the same passes).
+  kForeach,
+};
+
 struct OptimizerConfig {
   // The class DeepSpeed builds, for messages and the text output ("FusedAdam", "FusedLion",
   // "torch.optim.SGD", ...); under optimizer offload the CPU class instead.
@@ -124,6 +137,10 @@ struct OptimizerConfig {
   Precision state_dtype = Precision::kFp32;
   // The optimizer block's params.fp32_optimizer_states (DeepSpeedCPUAdam's; default true).
   bool cpu_fp32_states = true;
+  // The GPU update's kernels, and whether the foreach path makes its weight-decay pass
+  // (_multi_tensor_adam: torch._foreach_mul_ of the parameters when weight_decay != 0).
+  GpuStep gpu_step = GpuStep::kFused;
+  bool weight_decay_pass = false;
 
   double master_bytes() const { return precision_bytes(master_dtype); }
   double state_elem_bytes() const { return precision_bytes(state_dtype); }
@@ -134,6 +151,14 @@ struct OptimizerConfig {
   // Bytes one step moves per optimized element: reads the master parameter, its gradient and
   // every state, writes the parameter and every state (fp32 Adam: 16 + 12 = 28, reference §6).
   double step_bytes() const { return 3 * master_bytes() + 2 * state_bytes(); }
+  // Bytes per stepped element of the GPU update: step_bytes() in one fused kernel, or the
+  // foreach path's passes (fp32 Adam: 72, 80 with weight decay).
+  double gpu_step_bytes() const;
+  // Bytes per stepped element allocated for the length of one GPU update: the foreach path's
+  // exp_avg_sq_sqrt, in the states' dtype; 0 for a fused kernel.
+  double gpu_step_transient_bytes() const {
+    return gpu_step == GpuStep::kForeach ? state_elem_bytes() : 0;
+  }
   // Bytes an NVMe optimizer swap moves per element: the fp32 parameter, the states and the fp32
   // gradient in (Adam: 16), the parameter and the states out (Adam: 12) (stage3.py
   // _optimizer_states_and_gradient_swap_in/_out).

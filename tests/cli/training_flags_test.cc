@@ -168,5 +168,43 @@ TEST_CASE("the loss on 16-bit logits keeps less than the upcast one", "[cli]") {
   CHECK(gpu_peak_with_loss(base, "no-upcast") < gpu_peak_with_loss(base, "standard"));
 }
 
+TEST_CASE("the script's AdamW by --client-optimizer: fused or foreach, and what contradicts it",
+          "[cli]") {
+  for (const char* cmd : kSetupCommands) {
+    INFO(cmd);
+    const std::string base = std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 --stage 2 ";
+    RunResult fe = run_zplan(base + "--client-optimizer adamw_torch");
+    REQUIRE(fe.exit_code == 0);
+    CHECK(fe.out.find("optimizer torch.optim.AdamW (2 fp32 states, foreach update)") !=
+          std::string::npos);
+    RunResult j = run_zplan(base + "--client-optimizer foreach --json");
+    REQUIRE(j.exit_code == 0);
+    CHECK(nlohmann::json::parse(j.out)["optimizer"]["gpu_update"] == "foreach");
+    RunResult fu = run_zplan(base + "--client-optimizer FUSED");
+    REQUIRE(fu.exit_code == 0);
+    CHECK(fu.out.find("foreach") == std::string::npos);
+    expect_one_line_error(run_zplan(base + "--client-optimizer sgd"), 1,
+                          "--client-optimizer: must be fused, foreach, adamw_torch_fused or "
+                          "adamw_torch, got 'sgd'");
+    expect_one_line_error(
+        run_zplan(base + "--offload-optimizer cpu --client-optimizer foreach"), 1,
+        "--client-optimizer: with optimizer offload");
+    TempFile block(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                       "zero_optimization": {"stage": 2},
+                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}})");
+    expect_one_line_error(
+        run_zplan(std::string(cmd) + " --model 1.3b --gpus 8 --hw a100 --ds-config " +
+                  block.path + " --client-optimizer foreach"),
+        1, "/optimizer, which builds FusedAdam");
+  }
+  // The foreach update's passes make the step longer.
+  auto step_s = [](const std::string& flag) {
+    RunResult r = run_zplan("simulate --model 1.3b --gpus 8 --hw a100 --stage 2 --json " + flag);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["result"]["step_time_s"].get<double>();
+  };
+  CHECK(step_s("--client-optimizer foreach") > step_s(""));
+}
+
 }  // namespace
 }  // namespace zplan::testing

@@ -114,6 +114,50 @@ TEST_CASE("the optimizer step moves the optimizer's own bytes", "[optimizer]") {
   CHECK(gpu_bytes("") - gpu_bytes(optimizer_block("Lion")) == Approx(8 * kP));
 }
 
+TEST_CASE("torch's foreach Adam: its passes in the step's bytes, its denominator at the peak",
+          "[memory][optimizer]") {
+  const models::Model model = one_tensor_model();
+  const hardware::Cluster cluster = ideal_cluster(8);
+  const std::string fused = optimizer_block("AdamW", R"({"torch_adam": true, "fused": true})");
+  const std::string foreach = optimizer_block("AdamW", R"({"torch_adam": true})");
+  // Stage 2: the foreach update steps the fp32 partition in one call, 80 bytes an element where
+  // the fused kernel moves 28 (weight decay 0.01, torch.optim.AdamW's default), and
+  // _foreach_sqrt's denominator, 4 bytes an element, lives while it runs.
+  const DsConfig c2 = config(bf16_config(2, "", foreach), 8);
+  const DsConfig f2 = config(bf16_config(2, "", fused), 8);
+  const MemoryReport m2 = analyze_memory(model, cluster, c2, kTiny);
+  const MemoryReport n2 = analyze_memory(model, cluster, f2, kTiny);
+  CHECK(states(m2, Tier::kGpu) == states(n2, Tier::kGpu));  // the same steady states
+  CHECK(m2.phases[2][Tier::kGpu][Category::kOptimizerStates] -
+            n2.phases[2][Tier::kGpu][Category::kOptimizerStates] ==
+        Approx(4 * kP));
+  const StepResult s2 = simulate_step(model, cluster, c2, kTiny);
+  const StepResult t2 = simulate_step(model, cluster, f2, kTiny);
+  CHECK(s2.bytes_by_kind[static_cast<int>(TaskKind::kOptimizerGpu)] -
+            t2.bytes_by_kind[static_cast<int>(TaskKind::kOptimizerGpu)] ==
+        Approx((80 - 28) * kP));
+  CHECK(s2.step_time_s > t2.step_time_s);
+  // Stage 3 steps one sub-group at a time (stage3.py _optimizer_step): the denominator is the
+  // largest sub-group's, as is its fp32 gradient (4 bytes an element both).
+  const MemoryReport m3 =
+      analyze_memory(model, cluster, config(bf16_config(3, "", foreach), 8), kTiny);
+  const MemoryReport n3 =
+      analyze_memory(model, cluster, config(bf16_config(3, "", fused), 8), kTiny);
+  const MemoryBreakdown& step3 = m3.phases[2][Tier::kGpu];
+  CHECK(step3[Category::kGrads32] > 0);
+  CHECK(step3[Category::kOptimizerStates] -
+            n3.phases[2][Tier::kGpu][Category::kOptimizerStates] ==
+        Approx(step3[Category::kGrads32]));
+  // Without ZeRO the step is the peak (FP16_Optimizer's fp32 copy of every gradient), in the
+  // step graph as in the analytic model: the denominator of every element raises both alike.
+  const StepResult s0 = simulate_step(model, cluster, config(bf16_config(0, "", foreach), 8), kTiny);
+  const StepResult t0 = simulate_step(model, cluster, config(bf16_config(0, "", fused), 8), kTiny);
+  const int gpu = static_cast<int>(Tier::kGpu);
+  CHECK(s0.peak_bytes[gpu] - t0.peak_bytes[gpu] == Approx(4 * kPsi).epsilon(1e-3));
+  CHECK(s0.analytic[Tier::kGpu].peak_bytes - t0.analytic[Tier::kGpu].peak_bytes ==
+        Approx(4 * kPsi).epsilon(1e-3));
+}
+
 TEST_CASE("DeepSpeed's CPU Lion and Adagrad are DRAM-bound at their own bytes", "[optimizer]") {
   // 64 cores / 8 ranks = 8 threads at 1e8 params/s = 8e8/s; host DRAM 50 GB/s / 8 ranks =
   // 6.25 GB/s: Adam 6.25e9 / 28 = 2.23e8/s, Lion 6.25e9 / 20 = 3.125e8/s (both DRAM-bound).

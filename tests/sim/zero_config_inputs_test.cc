@@ -233,6 +233,44 @@ TEST_CASE("the optimizer block sets the optimizer states (defect 1)", "[zero_con
   CHECK(parse(optimizer(offload, "AdamW")).optimizer.cpu == CpuOptimizer::kAdam);
 }
 
+TEST_CASE("torch_adam updates on torch's foreach path unless the block asks for fused",
+          "[zero_config][inputs]") {
+  struct Case {
+    const char* type;
+    json params;
+    GpuStep step;
+    bool decay;
+  };
+  const Case cases[] = {
+      {"AdamW", json::object(), GpuStep::kFused, false},  // FusedAdam
+      // torch.optim.AdamW's weight_decay defaults to 0.01, torch.optim.Adam's to 0.
+      {"AdamW", {{"torch_adam", true}}, GpuStep::kForeach, true},
+      {"AdamW", {{"torch_adam", true}, {"weight_decay", 0.0}}, GpuStep::kForeach, false},
+      {"AdamW", {{"torch_adam", true}, {"weight_decay", "auto"}}, GpuStep::kForeach, false},
+      {"Adam", {{"torch_adam", true}, {"adam_w_mode", false}}, GpuStep::kForeach, false},
+      {"Adam", {{"torch_adam", true}, {"adam_w_mode", false}, {"weight_decay", 0.1}},
+       GpuStep::kForeach, true},
+      // fused=True goes to the constructor: torch's one-kernel update.
+      {"AdamW", {{"torch_adam", true}, {"fused", true}}, GpuStep::kFused, false},
+  };
+  for (const Case& k : cases) {
+    INFO(k.type << " " << k.params.dump());
+    const OptimizerConfig o = parse(optimizer(stage(2), k.type, k.params)).optimizer;
+    CHECK(o.gpu_step == k.step);
+    CHECK(o.weight_decay_pass == k.decay);
+  }
+  // fp32 Adam's passes: FusedAdam reads 16 and writes 12 bytes an element; the foreach path
+  // makes eight passes (seven without weight decay), and holds a 4-byte denominator.
+  OptimizerConfig o;
+  CHECK(o.gpu_step_bytes() == 28);
+  CHECK(o.gpu_step_transient_bytes() == 0);
+  o.gpu_step = GpuStep::kForeach;
+  CHECK(o.gpu_step_bytes() == 72);
+  CHECK(o.gpu_step_transient_bytes() == 4);
+  o.weight_decay_pass = true;
+  CHECK(o.gpu_step_bytes() == 80);
+}
+
 TEST_CASE("optimizers ZeRO does not test need zero_allow_untested_optimizer",
           "[zero_config][inputs]") {
   // _do_optimizer_sanity_check: torch.optim.SGD is not in ZERO_SUPPORTED_OPTIMIZERS.
